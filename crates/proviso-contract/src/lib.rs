@@ -1,1 +1,54 @@
+//! Contracts for model output.
+//!
+//! A [`Contract`] is declared once: a JSON Schema 2020-12, plus what a schema cannot say
+//! (application rules, evidence, version labels, declared tools). [`Contract::check`] runs a
+//! model output through the gates, in order,
+//!
+//! ```text
+//! transport/stop reason → strict JSON parse → JSON Schema 2020-12 → application rules → evidence
+//! ```
+//!
+//! and returns a [`Verdict`]: a typed, immutable [`Intent`], or a [`Rejection`] naming the
+//! first gate that failed, a stable code, a message and where. Nothing in this crate does I/O
+//! or has a side effect.
+//!
+//! ```
+//! use proviso_contract::{Contract, Gate};
+//! use serde_json::json;
+//!
+//! let contract = Contract::builder(json!({
+//!     "type": "object",
+//!     "properties": {"amount_yuan": {"type": "integer"}},
+//!     "required": ["amount_yuan"],
+//!     "additionalProperties": false
+//! }))
+//! .build()
+//! .unwrap();
+//!
+//! assert!(contract.check_text(br#"{"amount_yuan": 750}"#).accepted());
+//! let verdict = contract.check_text(br#"{"amount_yuan": "750"}"#);
+//! assert_eq!(verdict.gate(), Some(Gate::Schema));
+//! assert_eq!(verdict.code(), "type_mismatch");
+//! ```
 
+mod answer;
+mod contract;
+mod error;
+mod evidence;
+pub mod intent;
+mod rejection;
+mod rules;
+mod schema;
+mod transport;
+
+pub use answer::{Answer, AnswerStatus, Citation, KA_ANSWER_V1, KA_ANSWER_V2};
+pub use contract::{
+    Contract, ContractBuilder, DeclaredTool, GateStatus, Output, OutputKind, Verdict, VersionCheck,
+};
+pub use error::ContractError;
+pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
+pub use intent::{Intent, IntentClass, ToolCall};
+pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
+pub use rules::{FnRule, Ordered, Rule};
+pub use schema::{code_for_keyword, CompiledSchema, SchemaOptions};
+pub use transport::{open_envelope, Payload, TransportedArguments, TransportedCall};

@@ -287,6 +287,13 @@ pub fn parse_str(input: &str, options: &ParseOptions) -> Result<Value, ParseErro
     parse(input.as_bytes(), options)
 }
 
+/// Returns where the value at JSON pointer `pointer` starts in `input`, which must be a
+/// document this crate accepted. Used to give schema violations a line and column.
+#[must_use]
+pub fn locate(input: &[u8], pointer: &str) -> Option<Position> {
+    locate::pointer(input, pointer).map(|offset| Position::at(input, offset))
+}
+
 fn is_json_whitespace(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }

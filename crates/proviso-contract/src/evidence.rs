@@ -1,0 +1,473 @@
+//! The evidence gate: citations and numeric claims checked against versioned, line-numbered
+//! source documents.
+//!
+//! Structure cannot certify truth. An answer that claims 600 yuan while citing lines that say
+//! 750 passes parsing, the schema and every rule; it fails here. For each citation the gate
+//! checks that the source exists, that the cited version is the one in force, that the line
+//! range lies inside the document and that the quote equals those lines exactly. Then every
+//! numeric claim of the answer (number, and unit where the contract names units) must appear
+//! in the quoted lines.
+//!
+//! The store does no I/O: [`SourceStore::from_manifest`] takes a function that reads files,
+//! so the caller decides where documents come from.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::error::ContractError;
+use crate::rejection::{Location, Violation};
+
+/// One version of one source document, split into lines (line 1 is the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceDocument {
+    source_id: String,
+    version: String,
+    in_force: bool,
+    lines: Vec<String>,
+}
+
+impl SourceDocument {
+    /// A document from its text. A final newline does not start an extra empty line.
+    #[must_use]
+    pub fn new(source_id: &str, version: &str, in_force: bool, text: &str) -> Self {
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        Self {
+            source_id: source_id.to_owned(),
+            version: version.to_owned(),
+            in_force,
+            lines: text
+                .split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+                .collect(),
+        }
+    }
+
+    /// The source's id.
+    #[must_use]
+    pub fn source_id(&self) -> &str {
+        &self.source_id
+    }
+
+    /// This document's version label.
+    #[must_use]
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Whether this version is the one in force.
+    #[must_use]
+    pub fn in_force(&self) -> bool {
+        self.in_force
+    }
+
+    /// The lines, 1-based in citations and 0-based here.
+    #[must_use]
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
+    /// Lines `start..=end` (1-based) joined with `\n`, if the range lies inside the document.
+    #[must_use]
+    pub fn excerpt(&self, start: usize, end: usize) -> Option<String> {
+        if start == 0 || start > end || end > self.lines.len() {
+            return None;
+        }
+        Some(self.lines[start - 1..end].join("\n"))
+    }
+}
+
+/// Versioned source documents, keyed by source id and version.
+#[derive(Debug, Clone, Default)]
+pub struct SourceStore {
+    documents: HashMap<String, Vec<SourceDocument>>,
+}
+
+impl SourceStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a document.
+    ///
+    /// # Errors
+    ///
+    /// [`ContractError::InvalidSources`] when the same source and version are added twice, or
+    /// when two versions of one source are both in force.
+    pub fn insert(&mut self, document: SourceDocument) -> Result<(), ContractError> {
+        let versions = self
+            .documents
+            .entry(document.source_id.clone())
+            .or_default();
+        if versions.iter().any(|d| d.version == document.version) {
+            return Err(ContractError::InvalidSources {
+                message: format!(
+                    "source `{}` version `{}` is listed twice",
+                    document.source_id, document.version
+                ),
+            });
+        }
+        if document.in_force && versions.iter().any(|d| d.in_force) {
+            return Err(ContractError::InvalidSources {
+                message: format!("source `{}` has two versions in force", document.source_id),
+            });
+        }
+        versions.push(document);
+        Ok(())
+    }
+
+    /// Builds a store from a manifest:
+    /// `{"sources": [{"source_id": "...", "version": "...", "in_force": true, "file": "..."}]}`.
+    /// `read` returns the text of a file named in the manifest.
+    ///
+    /// # Errors
+    ///
+    /// [`ContractError::InvalidSources`] for a malformed manifest, an unreadable file, or a
+    /// conflict reported by [`SourceStore::insert`].
+    pub fn from_manifest(
+        manifest: &str,
+        mut read: impl FnMut(&str) -> Result<String, String>,
+    ) -> Result<Self, ContractError> {
+        let invalid = |message: String| ContractError::InvalidSources { message };
+        let manifest = proviso_json::parse_str(manifest, &proviso_json::ParseOptions::default())
+            .map_err(|e| invalid(format!("manifest: {e}")))?;
+        let Some(entries) = manifest.get("sources").and_then(Value::as_array) else {
+            return Err(invalid("manifest: `sources` must be an array".into()));
+        };
+        let mut store = Self::new();
+        for (i, entry) in entries.iter().enumerate() {
+            let text_field = |name: &str| {
+                entry.get(name).and_then(Value::as_str).ok_or_else(|| {
+                    invalid(format!("manifest: /sources/{i} needs a string `{name}`"))
+                })
+            };
+            let in_force = entry
+                .get("in_force")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| {
+                    invalid(format!("manifest: /sources/{i} needs a boolean `in_force`"))
+                })?;
+            let file = text_field("file")?;
+            let text = read(file).map_err(|e| invalid(format!("reading `{file}`: {e}")))?;
+            store.insert(SourceDocument::new(
+                text_field("source_id")?,
+                text_field("version")?,
+                in_force,
+                &text,
+            ))?;
+        }
+        Ok(store)
+    }
+
+    /// The versions of a source.
+    #[must_use]
+    pub fn versions(&self, source_id: &str) -> &[SourceDocument] {
+        self.documents.get(source_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of documents in the store.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.documents.values().map(Vec::len).sum()
+    }
+
+    /// Whether the store has no documents.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.documents.is_empty()
+    }
+}
+
+/// Where an answer's citations and claims are, as declared in `x-proviso.evidence`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidencePolicy {
+    /// Pointer to the array of citations. Each citation has `source_id`, `version`,
+    /// `line_start`, `line_end` and `quote`.
+    pub citations: String,
+    /// The claims that must be supported by the quoted lines.
+    pub claims: Vec<Claim>,
+    /// Unit words recognised after a number (case-insensitive), e.g. `yuan`. A number
+    /// followed by one of these is a claim of that number *in that unit*.
+    pub units: Vec<String>,
+}
+
+/// A source of numeric claims in an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Every number in the text at this pointer.
+    Text(String),
+    /// The number at this pointer, in this unit.
+    Amount {
+        /// Pointer to the number.
+        pointer: String,
+        /// Its unit, fixed by the contract.
+        unit: String,
+    },
+}
+
+impl EvidencePolicy {
+    pub(crate) fn from_declaration(declaration: &Value) -> Result<Self, ContractError> {
+        let path = "/x-proviso/evidence";
+        let citations = declaration
+            .get("citations")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ContractError::declaration(path, "`citations` must be a JSON pointer"))?
+            .to_owned();
+        let units = match declaration.get("units") {
+            None => Vec::new(),
+            Some(Value::Array(units)) => units
+                .iter()
+                .map(|u| u.as_str().map(str::to_lowercase))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ContractError::declaration(path, "`units` must be strings"))?,
+            Some(_) => return Err(ContractError::declaration(path, "`units` must be an array")),
+        };
+        let claims = match declaration.get("claims") {
+            None => Vec::new(),
+            Some(Value::Array(claims)) => claims
+                .iter()
+                .enumerate()
+                .map(|(i, claim)| {
+                    let text = claim.get("text").and_then(Value::as_str);
+                    let amount = claim.get("amount").and_then(Value::as_str);
+                    let unit = claim.get("unit").and_then(Value::as_str);
+                    match (text, amount, unit) {
+                        (Some(text), None, None) => Ok(Claim::Text(text.to_owned())),
+                        (None, Some(pointer), Some(unit)) => Ok(Claim::Amount {
+                            pointer: pointer.to_owned(),
+                            unit: unit.to_lowercase(),
+                        }),
+                        _ => Err(ContractError::declaration(
+                            &format!("{path}/claims/{i}"),
+                            "a claim is either {\"text\": POINTER} or {\"amount\": POINTER, \"unit\": UNIT}",
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(ContractError::declaration(path, "`claims` must be an array")),
+        };
+        Ok(Self {
+            citations,
+            claims,
+            units,
+        })
+    }
+
+    /// Checks `answer` against `store`, returning every problem found.
+    #[must_use]
+    pub fn check(&self, answer: &Value, store: &SourceStore) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        let mut quoted = String::new();
+        let citations = answer
+            .pointer(&self.citations)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for (i, citation) in citations.iter().enumerate() {
+            let base = format!("{}/{i}", self.citations);
+            match check_citation(citation, &base, store) {
+                Ok(excerpt) => {
+                    quoted.push_str(&excerpt);
+                    quoted.push('\n');
+                }
+                Err(v) => violations.push(v),
+            }
+        }
+        let supported = mentions(&quoted, &self.units);
+        for claim in &self.claims {
+            let (pointer, found) = match claim {
+                Claim::Text(pointer) => {
+                    let text = answer
+                        .pointer(pointer)
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    (pointer, mentions(text, &self.units))
+                }
+                Claim::Amount { pointer, unit } => {
+                    let found = match answer.pointer(pointer) {
+                        Some(Value::Number(n)) => vec![Mention {
+                            value: normalize_number(&n.to_string()),
+                            unit: Some(unit.clone()),
+                        }],
+                        _ => Vec::new(),
+                    };
+                    (pointer, found)
+                }
+            };
+            for mention in found {
+                let ok = supported.iter().any(|s| {
+                    s.value == mention.value && (mention.unit.is_none() || s.unit == mention.unit)
+                });
+                if !ok {
+                    let what = match &mention.unit {
+                        Some(unit) => format!("{} {unit}", mention.value),
+                        None => mention.value.clone(),
+                    };
+                    violations.push(Violation {
+                        code: "unsupported_claim".into(),
+                        keyword: None,
+                        message: format!(
+                            "{pointer} claims {what}, which the quoted lines do not state"
+                        ),
+                        location: Location::instance(pointer.clone()),
+                    });
+                }
+            }
+        }
+        violations
+    }
+}
+
+fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<String, Violation> {
+    let field = |name: &str| citation.get(name);
+    let violation = |code: &str, field: &str, message: String| Violation {
+        code: code.into(),
+        keyword: None,
+        message,
+        location: Location::instance(format!("{base}/{field}")),
+    };
+    let source_id = field("source_id").and_then(Value::as_str).unwrap_or("");
+    let version = field("version").and_then(Value::as_str).unwrap_or("");
+    let versions = store.versions(source_id);
+    if versions.is_empty() {
+        return Err(violation(
+            "unknown_source",
+            "source_id",
+            format!("{base} cites source `{source_id}`, which is not in the store"),
+        ));
+    }
+    let Some(document) = versions.iter().find(|d| d.version == version) else {
+        return Err(violation(
+            "unknown_version",
+            "version",
+            format!("{base} cites version `{version}` of `{source_id}`, which does not exist"),
+        ));
+    };
+    if !document.in_force {
+        let current = versions
+            .iter()
+            .find(|d| d.in_force)
+            .map_or_else(|| "none".to_owned(), |d| format!("`{}`", d.version));
+        return Err(violation(
+            "version_not_in_force",
+            "version",
+            format!(
+                "{base} cites version `{version}` of `{source_id}`, but the version in force is {current}"
+            ),
+        ));
+    }
+    let line = |name: &str| {
+        field(name)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    let (start, end) = (line("line_start"), line("line_end"));
+    let Some(excerpt) = document.excerpt(start, end) else {
+        return Err(violation(
+            "line_range_outside_document",
+            "line_end",
+            format!(
+                "{base} cites lines {start}-{end} of `{source_id}` {version}, which has {} lines",
+                document.lines.len()
+            ),
+        ));
+    };
+    let quote = field("quote").and_then(Value::as_str).unwrap_or("");
+    if quote != excerpt {
+        return Err(violation(
+            "quote_mismatch",
+            "quote",
+            format!("{base}/quote is not exactly lines {start}-{end} of `{source_id}` {version}"),
+        ));
+    }
+    Ok(excerpt)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mention {
+    value: String,
+    unit: Option<String>,
+}
+
+fn number_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        #[allow(clippy::unwrap_used)] // A constant pattern, checked by every test.
+        Regex::new(r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?:\s*([\p{L}%]+))?").unwrap()
+    })
+}
+
+/// Every number in `text`, with its unit when the word after it is one of `units`.
+fn mentions(text: &str, units: &[String]) -> Vec<Mention> {
+    number_regex()
+        .captures_iter(text)
+        .filter_map(|c| {
+            let whole = c.get(0)?;
+            // `v2` or `NCT04123456` are names, not numbers.
+            let before = text[..whole.start()].chars().next_back();
+            if before.is_some_and(char::is_alphanumeric) {
+                return None;
+            }
+            let unit = c
+                .get(2)
+                .map(|u| u.as_str().to_lowercase())
+                .filter(|u| units.contains(u));
+            Some(Mention {
+                value: normalize_number(c.get(1)?.as_str()),
+                unit,
+            })
+        })
+        .collect()
+}
+
+/// `1,500.50` → `1500.5`; `750.0` → `750`; `007` → `7`.
+fn normalize_number(text: &str) -> String {
+    let plain: String = text.chars().filter(|&c| c != ',').collect();
+    let (int, frac) = plain.split_once('.').unwrap_or((&plain, ""));
+    let int = int.trim_start_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        int.to_owned()
+    } else {
+        format!("{int}.{frac}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_carry_declared_units_only() {
+        let units = vec!["yuan".to_owned()];
+        let found = mentions("Limit: 1,500.50 Yuan for 3 nights, policy v2.", &units);
+        assert_eq!(
+            found,
+            vec![
+                Mention {
+                    value: "1500.5".into(),
+                    unit: Some("yuan".into())
+                },
+                Mention {
+                    value: "3".into(),
+                    unit: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn excerpts_are_bounded() {
+        let doc = SourceDocument::new("s", "v1", true, "a\nb\nc\n");
+        assert_eq!(doc.lines().len(), 3);
+        assert_eq!(doc.excerpt(1, 3).as_deref(), Some("a\nb\nc"));
+        assert_eq!(doc.excerpt(2, 4), None);
+        assert_eq!(doc.excerpt(0, 1), None);
+        assert_eq!(doc.excerpt(3, 2), None);
+    }
+}

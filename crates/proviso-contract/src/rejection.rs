@@ -1,0 +1,250 @@
+//! Typed rejections: which gate failed, a stable code, a message, and where.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// The gates a model output passes, in order. A rejection names the first one that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Gate {
+    /// The provider's envelope: stop reason, refusal, content filter.
+    Transport,
+    /// Strict JSON parsing.
+    Parse,
+    /// JSON Schema 2020-12 validation.
+    Schema,
+    /// Rules declared with the contract that a schema cannot express.
+    Application,
+    /// Argument policies (paths, ID patterns, bounds) of a tool call.
+    Policy,
+    /// Whether the caller may use the tool or intent class.
+    Permission,
+    /// Step, call, token, time and cost budgets.
+    Budget,
+    /// Citations and claims checked against a store of source documents.
+    Evidence,
+}
+
+impl Gate {
+    /// The gate's name as written in verdicts.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transport => "transport",
+            Self::Parse => "parse",
+            Self::Schema => "schema",
+            Self::Application => "application",
+            Self::Policy => "policy",
+            Self::Permission => "permission",
+            Self::Budget => "budget",
+            Self::Evidence => "evidence",
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the caller should do next. Refusal, truncation and technical error differ here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NextStep {
+    /// The output broke the contract: a bounded retry, showing the model this rejection, may
+    /// help.
+    Retry,
+    /// The output was cut short by a token limit: retry with a larger budget, never
+    /// complete the fragment.
+    RetryWithLargerBudget,
+    /// The provider refused or filtered the output: do not retry the same request and do
+    /// not treat the refusal as an empty answer.
+    Stop,
+}
+
+/// Where in the text, the instance and the schema a problem lies. Every part is optional:
+/// a transport failure has no schema path, a parse failure has no instance.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Location {
+    /// 1-based line in the checked text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// 1-based column (in bytes) in the checked text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    /// JSON pointer into the instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_path: Option<String>,
+    /// JSON pointer to the failing keyword in the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_path: Option<String>,
+}
+
+impl Location {
+    pub(crate) fn at(position: proviso_json::Position) -> Self {
+        Self {
+            line: Some(position.line),
+            column: Some(position.column),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn instance(path: impl Into<String>) -> Self {
+        Self {
+            instance_path: Some(path.into()),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn with_text_position(mut self, text: &[u8]) -> Self {
+        if let Some(path) = &self.instance_path {
+            if let Some(p) = proviso_json::locate(text, path) {
+                self.line = Some(p.line);
+                self.column = Some(p.column);
+            }
+        }
+        self
+    }
+}
+
+/// One problem found by a gate. A schema gate reports every violation, not just the first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// Stable machine-readable code, e.g. `missing_required`.
+    pub code: String,
+    /// The schema keyword or rule that failed, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<String>,
+    /// Human-readable message.
+    pub message: String,
+    /// Where.
+    #[serde(flatten)]
+    pub location: Location,
+}
+
+/// A model output that did not pass a gate.
+///
+/// The first violation gives the rejection its code, message and location; all violations
+/// found by the failing gate are kept in [`Rejection::violations`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("{gate} gate: {code}: {message}")]
+pub struct Rejection {
+    gate: Gate,
+    code: String,
+    message: String,
+    next_step: NextStep,
+    #[serde(flatten)]
+    location: Location,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    violations: Vec<Violation>,
+    /// The provider's refusal text, for `refused`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<String>,
+}
+
+impl Rejection {
+    /// A rejection with one problem.
+    #[must_use]
+    pub fn new(
+        gate: Gate,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        location: Location,
+    ) -> Self {
+        Self {
+            gate,
+            code: code.into(),
+            message: message.into(),
+            next_step: NextStep::Retry,
+            location,
+            violations: Vec::new(),
+            refusal: None,
+        }
+    }
+
+    /// A rejection carrying every violation a gate found. The first one names the rejection.
+    ///
+    /// # Panics
+    ///
+    /// Never: an empty list yields a generic rejection instead.
+    #[must_use]
+    pub fn from_violations(gate: Gate, violations: Vec<Violation>) -> Self {
+        let Some(first) = violations.first() else {
+            return Self::new(gate, "rejected", "rejected", Location::default());
+        };
+        let message = if violations.len() == 1 {
+            first.message.clone()
+        } else {
+            format!(
+                "{} (and {} more violation{})",
+                first.message,
+                violations.len() - 1,
+                if violations.len() == 2 { "" } else { "s" }
+            )
+        };
+        let mut rejection = Self::new(gate, first.code.clone(), message, first.location.clone());
+        rejection.violations = violations;
+        rejection
+    }
+
+    pub(crate) fn with_next_step(mut self, next_step: NextStep) -> Self {
+        self.next_step = next_step;
+        self
+    }
+
+    pub(crate) fn with_violations(mut self, violations: Vec<Violation>) -> Self {
+        self.violations = violations;
+        self
+    }
+
+    pub(crate) fn with_refusal(mut self, refusal: String) -> Self {
+        self.refusal = Some(refusal);
+        self
+    }
+
+    /// The first gate that failed.
+    #[must_use]
+    pub fn gate(&self) -> Gate {
+        self.gate
+    }
+
+    /// Stable machine-readable code.
+    #[must_use]
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// Human-readable message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// What the caller should do next.
+    #[must_use]
+    pub fn next_step(&self) -> NextStep {
+        self.next_step
+    }
+
+    /// Where the first problem lies.
+    #[must_use]
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Every problem the failing gate found (empty when there was only one).
+    #[must_use]
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// The provider's refusal text, when the provider refused.
+    #[must_use]
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+}

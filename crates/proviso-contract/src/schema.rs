@@ -1,0 +1,259 @@
+//! The schema gate: JSON Schema Draft 2020-12 through the `jsonschema` crate.
+//!
+//! Two things are added on top of the validator. Every violation is reported, each with a
+//! stable code, the failing keyword, the instance path and the schema path. And a schema is
+//! checked for keywords the validator would silently ignore (a misspelled
+//! `additionalproperties` enforces nothing): those are refused when the contract is built.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jsonschema::{Draft, Retrieve, Uri, Validator};
+use serde_json::Value;
+
+use crate::error::ContractError;
+use crate::rejection::{Location, Violation};
+
+/// How a schema is compiled.
+#[derive(Debug, Clone)]
+pub struct SchemaOptions {
+    /// Assert `format` (dates, e-mail addresses, ...) instead of treating it as an annotation.
+    /// On by default: a contract that names a format means it.
+    pub validate_formats: bool,
+    /// Accept keywords that are not part of Draft 2020-12 (they then constrain nothing).
+    /// Off by default; keywords starting with `x-` are always accepted as extensions.
+    pub allow_unknown_keywords: bool,
+    /// Documents that `$ref` may point to, by URI. Nothing is ever fetched from a network
+    /// or a file system: a reference to anything else is an error when the contract is built.
+    pub resources: HashMap<String, Value>,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        Self {
+            validate_formats: true,
+            allow_unknown_keywords: false,
+            resources: HashMap::new(),
+        }
+    }
+}
+
+/// A compiled schema.
+#[derive(Debug, Clone)]
+pub struct CompiledSchema {
+    schema: Arc<Value>,
+    validator: Arc<Validator>,
+}
+
+struct Resources(HashMap<String, Value>);
+
+impl Retrieve for Resources {
+    fn retrieve(
+        &self,
+        uri: &Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let uri = uri.as_str();
+        self.0
+            .get(uri)
+            .or_else(|| self.0.get(uri.trim_end_matches('#')))
+            .cloned()
+            .ok_or_else(|| {
+                format!("`{uri}` is not a known resource; proviso fetches nothing").into()
+            })
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles `schema` as Draft 2020-12.
+    ///
+    /// # Errors
+    ///
+    /// [`ContractError`] when the schema is invalid, names an unknown keyword, or refers to a
+    /// document that is not among the options' resources.
+    pub fn compile(schema: &Value, options: &SchemaOptions) -> Result<Self, ContractError> {
+        if !options.allow_unknown_keywords {
+            check_keywords(schema, "")?;
+        }
+        let validator = jsonschema::options()
+            .with_draft(Draft::Draft202012)
+            .should_validate_formats(options.validate_formats)
+            .with_retriever(Resources(options.resources.clone()))
+            .build(schema)
+            .map_err(|e| ContractError::InvalidSchema {
+                message: e.to_string(),
+                schema_path: e.schema_path().as_str().to_owned(),
+            })?;
+        Ok(Self {
+            schema: Arc::new(schema.clone()),
+            validator: Arc::new(validator),
+        })
+    }
+
+    /// The schema as written.
+    #[must_use]
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Whether `instance` is valid; faster than collecting violations.
+    #[must_use]
+    pub fn is_valid(&self, instance: &Value) -> bool {
+        self.validator.is_valid(instance)
+    }
+
+    /// Every violation of the schema by `instance`, in the validator's order.
+    #[must_use]
+    pub fn violations(&self, instance: &Value) -> Vec<Violation> {
+        self.validator
+            .iter_errors(instance)
+            .map(|error| {
+                let keyword = error.kind().keyword().to_owned();
+                let instance_path = error.instance_path().as_str().to_owned();
+                Violation {
+                    code: code_for_keyword(&keyword),
+                    message: if instance_path.is_empty() {
+                        error.to_string()
+                    } else {
+                        format!("{instance_path}: {error}")
+                    },
+                    keyword: Some(keyword),
+                    location: Location {
+                        instance_path: Some(instance_path),
+                        schema_path: Some(error.schema_path().as_str().to_owned()),
+                        ..Location::default()
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// The stable code for a failing keyword.
+#[must_use]
+pub fn code_for_keyword(keyword: &str) -> String {
+    match keyword {
+        "type" => "type_mismatch".into(),
+        "required" => "missing_required".into(),
+        "additionalProperties" | "unevaluatedProperties" => "unexpected_property".into(),
+        "const" => "const_mismatch".into(),
+        "enum" => "not_in_enum".into(),
+        "pattern" => "pattern_mismatch".into(),
+        "format" => "format_mismatch".into(),
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => "out_of_range".into(),
+        "minLength" | "maxLength" => "length_out_of_range".into(),
+        "minItems" | "maxItems" => "item_count_out_of_range".into(),
+        "falseSchema" => "forbidden_value".into(),
+        other => {
+            let mut code = String::from("schema_");
+            for c in other.chars() {
+                if c.is_ascii_uppercase() {
+                    code.push('_');
+                    code.push(c.to_ascii_lowercase());
+                } else {
+                    code.push(c);
+                }
+            }
+            code
+        }
+    }
+}
+
+/// Keywords whose value is one schema.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "additionalProperties",
+    "items",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
+/// Keywords whose value is an object of schemas.
+const SCHEMA_MAP_KEYWORDS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+/// Keywords whose value is an array of schemas.
+const SCHEMA_ARRAY_KEYWORDS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
+/// Every other Draft 2020-12 keyword (core, validation, applicator, meta-data, content,
+/// format annotation).
+const OTHER_KEYWORDS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$ref",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "$anchor",
+    "$vocabulary",
+    "$comment",
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "format",
+    "title",
+    "description",
+    "default",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "examples",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+fn check_keywords(schema: &Value, path: &str) -> Result<(), ContractError> {
+    let Value::Object(map) = schema else {
+        return Ok(());
+    };
+    for (key, value) in map {
+        let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+        if SCHEMA_KEYWORDS.contains(&key.as_str()) {
+            check_keywords(value, &here)?;
+        } else if SCHEMA_MAP_KEYWORDS.contains(&key.as_str()) {
+            if let Value::Object(children) = value {
+                for (name, child) in children {
+                    check_keywords(
+                        child,
+                        &format!("{here}/{}", name.replace('~', "~0").replace('/', "~1")),
+                    )?;
+                }
+            }
+        } else if SCHEMA_ARRAY_KEYWORDS.contains(&key.as_str()) {
+            if let Value::Array(children) = value {
+                for (i, child) in children.iter().enumerate() {
+                    check_keywords(child, &format!("{here}/{i}"))?;
+                }
+            }
+        } else if !OTHER_KEYWORDS.contains(&key.as_str()) && !key.starts_with("x-") {
+            return Err(ContractError::UnknownKeyword {
+                keyword: key.clone(),
+                schema_path: here,
+            });
+        }
+    }
+    Ok(())
+}
