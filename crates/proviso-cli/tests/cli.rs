@@ -1,0 +1,114 @@
+//! Snapshots of `proviso check`: the verdict JSON and the exit status for the worked example's
+//! outputs. Paths are relative to the workspace root so snapshots do not depend on where the
+//! repository is checked out.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const SCHEMA: &str = "crates/proviso-contract/contracts/ka-answer-v1.schema.json";
+
+fn proviso(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_proviso"))
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(pipe);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn check(extra: &[&str], file: &str) -> String {
+    let mut args = vec!["check", "--schema", SCHEMA, "--sources", "corpora/travel-policy"];
+    args.extend_from_slice(extra);
+    args.push(file);
+    let (code, stdout, stderr) = proviso(&args, None);
+    assert!(stderr.is_empty(), "{stderr}");
+    // Exactly one JSON document on stdout.
+    let verdict: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(verdict["accepted"].as_bool().unwrap(), code == 0);
+    format!("exit: {code}\n{stdout}")
+}
+
+#[test]
+fn answered() {
+    insta::assert_snapshot!(check(&[], "examples/outputs/answered.json"));
+}
+
+#[test]
+fn abstained() {
+    insta::assert_snapshot!(check(&[], "examples/outputs/abstained.json"));
+}
+
+#[test]
+fn false_amount() {
+    insta::assert_snapshot!(check(&[], "examples/outputs/false-amount.json"));
+}
+
+#[test]
+fn truncated_envelope() {
+    insta::assert_snapshot!(check(
+        &["--envelope"],
+        "examples/outputs/truncated-envelope.json"
+    ));
+}
+
+#[test]
+fn refusal_envelope() {
+    insta::assert_snapshot!(check(
+        &["--envelope"],
+        "examples/outputs/refusal-envelope.json"
+    ));
+}
+
+#[test]
+fn missing_brace_from_stdin() {
+    let text = std::fs::read_to_string(root().join("examples/outputs/answered.json")).unwrap();
+    let cut = text.trim_end().trim_end_matches('}');
+    let (code, stdout, _) = proviso(
+        &["check", "--schema", SCHEMA, "--sources", "corpora/travel-policy", "--compact", "-"],
+        Some(cut.as_bytes()),
+    );
+    insta::assert_snapshot!(format!("exit: {code}\n{stdout}"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, stdout, stderr) = proviso(&["check"], None);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("--schema"), "{stderr}");
+
+    let (code, _, stderr) = proviso(&["check", "--schema", SCHEMA, "examples/outputs/answered.json"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--sources"), "{stderr}");
+
+    let (code, _, stderr) = proviso(&["check", "--schema", "no/such/file.json", "-"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no/such/file.json"), "{stderr}");
+}
+
+#[test]
+fn a_schema_with_an_unknown_keyword_is_refused() {
+    let dir = std::env::temp_dir().join(format!("proviso-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("typo.json");
+    std::fs::write(&schema, r#"{"type": "object", "additionalproperties": false}"#).unwrap();
+    let (code, _, stderr) = proviso(&["check", "--schema", schema.to_str().unwrap(), "-"], Some(b"{}"));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown schema keyword `additionalproperties`"), "{stderr}");
+}
