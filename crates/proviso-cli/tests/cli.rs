@@ -2,6 +2,9 @@
 //! outputs. Paths are relative to the workspace root so snapshots do not depend on where the
 //! repository is checked out.
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -33,7 +36,13 @@ fn proviso(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
 }
 
 fn check(extra: &[&str], file: &str) -> String {
-    let mut args = vec!["check", "--schema", SCHEMA, "--sources", "corpora/travel-policy"];
+    let mut args = vec![
+        "check",
+        "--schema",
+        SCHEMA,
+        "--sources",
+        "corpora/travel-policy",
+    ];
     args.extend_from_slice(extra);
     args.push(file);
     let (code, stdout, stderr) = proviso(&args, None);
@@ -80,7 +89,15 @@ fn missing_brace_from_stdin() {
     let text = std::fs::read_to_string(root().join("examples/outputs/answered.json")).unwrap();
     let cut = text.trim_end().trim_end_matches('}');
     let (code, stdout, _) = proviso(
-        &["check", "--schema", SCHEMA, "--sources", "corpora/travel-policy", "--compact", "-"],
+        &[
+            "check",
+            "--schema",
+            SCHEMA,
+            "--sources",
+            "corpora/travel-policy",
+            "--compact",
+            "-",
+        ],
         Some(cut.as_bytes()),
     );
     insta::assert_snapshot!(format!("exit: {code}\n{stdout}"));
@@ -93,7 +110,15 @@ fn usage_errors_exit_2() {
     assert!(stdout.is_empty());
     assert!(stderr.contains("--schema"), "{stderr}");
 
-    let (code, _, stderr) = proviso(&["check", "--schema", SCHEMA, "examples/outputs/answered.json"], None);
+    let (code, _, stderr) = proviso(
+        &[
+            "check",
+            "--schema",
+            SCHEMA,
+            "examples/outputs/answered.json",
+        ],
+        None,
+    );
     assert_eq!(code, 2);
     assert!(stderr.contains("--sources"), "{stderr}");
 
@@ -107,8 +132,18 @@ fn a_schema_with_an_unknown_keyword_is_refused() {
     let dir = std::env::temp_dir().join(format!("proviso-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let schema = dir.join("typo.json");
-    std::fs::write(&schema, r#"{"type": "object", "additionalproperties": false}"#).unwrap();
-    let (code, _, stderr) = proviso(&["check", "--schema", schema.to_str().unwrap(), "-"], Some(b"{}"));
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "additionalproperties": false}"#,
+    )
+    .unwrap();
+    let (code, _, stderr) = proviso(
+        &["check", "--schema", schema.to_str().unwrap(), "-"],
+        Some(b"{}"),
+    );
     assert_eq!(code, 2);
-    assert!(stderr.contains("unknown schema keyword `additionalproperties`"), "{stderr}");
+    assert!(
+        stderr.contains("unknown schema keyword `additionalproperties`"),
+        "{stderr}"
+    );
 }

@@ -254,7 +254,6 @@ impl Verdict {
     }
 
     /// The outcome as a `Result`.
-    #[must_use]
     pub fn into_result(self) -> Result<Intent, Rejection> {
         self.outcome
     }

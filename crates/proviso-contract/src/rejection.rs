@@ -130,9 +130,16 @@ pub struct Violation {
 ///
 /// The first violation gives the rejection its code, message and location; all violations
 /// found by the failing gate are kept in [`Rejection::violations`].
+///
+/// The fields live behind one `Box` so that `Result<_, Rejection>` stays one pointer wide on
+/// the accepted path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("{gate} gate: {code}: {message}")]
-pub struct Rejection {
+#[error("{} gate: {}: {}", .0.gate, .0.code, .0.message)]
+#[serde(transparent)]
+pub struct Rejection(Box<RejectionInner>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct RejectionInner {
     gate: Gate,
     code: String,
     message: String,
@@ -155,7 +162,7 @@ impl Rejection {
         message: impl Into<String>,
         location: Location,
     ) -> Self {
-        Self {
+        Self(Box::new(RejectionInner {
             gate,
             code: code.into(),
             message: message.into(),
@@ -163,7 +170,7 @@ impl Rejection {
             location,
             violations: Vec::new(),
             refusal: None,
-        }
+        }))
     }
 
     /// A rejection carrying every violation a gate found. The first one names the rejection.
@@ -187,64 +194,64 @@ impl Rejection {
             )
         };
         let mut rejection = Self::new(gate, first.code.clone(), message, first.location.clone());
-        rejection.violations = violations;
+        rejection.0.violations = violations;
         rejection
     }
 
     pub(crate) fn with_next_step(mut self, next_step: NextStep) -> Self {
-        self.next_step = next_step;
+        self.0.next_step = next_step;
         self
     }
 
     pub(crate) fn with_violations(mut self, violations: Vec<Violation>) -> Self {
-        self.violations = violations;
+        self.0.violations = violations;
         self
     }
 
     pub(crate) fn with_refusal(mut self, refusal: String) -> Self {
-        self.refusal = Some(refusal);
+        self.0.refusal = Some(refusal);
         self
     }
 
     /// The first gate that failed.
     #[must_use]
     pub fn gate(&self) -> Gate {
-        self.gate
+        self.0.gate
     }
 
     /// Stable machine-readable code.
     #[must_use]
     pub fn code(&self) -> &str {
-        &self.code
+        &self.0.code
     }
 
     /// Human-readable message.
     #[must_use]
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// What the caller should do next.
     #[must_use]
     pub fn next_step(&self) -> NextStep {
-        self.next_step
+        self.0.next_step
     }
 
     /// Where the first problem lies.
     #[must_use]
     pub fn location(&self) -> &Location {
-        &self.location
+        &self.0.location
     }
 
     /// Every problem the failing gate found (empty when there was only one).
     #[must_use]
     pub fn violations(&self) -> &[Violation] {
-        &self.violations
+        &self.0.violations
     }
 
     /// The provider's refusal text, when the provider refused.
     #[must_use]
     pub fn refusal(&self) -> Option<&str> {
-        self.refusal.as_deref()
+        self.0.refusal.as_deref()
     }
 }

@@ -2,6 +2,9 @@
 //! deliberately valid) output, and each asserts the exact gate and code it must produce.
 //! These are authored cases, not sampled model outputs.
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

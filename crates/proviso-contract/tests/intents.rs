@@ -1,5 +1,8 @@
 //! The intent envelope and the priority rules for ambiguous output.
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use proviso_contract::{Contract, Gate, Intent, IntentClass};
 use serde_json::{json, Value};
 
@@ -33,15 +36,34 @@ fn check(value: &Value) -> proviso_contract::Verdict {
 #[test]
 fn each_of_the_five_intents_is_read() {
     let cases = [
-        (json!({"reasoning": "done", "intent": "final_answer", "answer": "42"}), "final_answer"),
-        (json!({"intent": "tool_request", "tool": "get_arm", "arguments": {"trial_id": "NCT04123456"}}), "tool_request"),
-        (json!({"intent": "clarification", "question": "Which trial?"}), "clarification"),
-        (json!({"intent": "plan_update", "plan": ["search", "read arm"]}), "plan_update"),
-        (json!({"intent": "abort", "reason": "out of scope"}), "abort"),
+        (
+            json!({"reasoning": "done", "intent": "final_answer", "answer": "42"}),
+            "final_answer",
+        ),
+        (
+            json!({"intent": "tool_request", "tool": "get_arm", "arguments": {"trial_id": "NCT04123456"}}),
+            "tool_request",
+        ),
+        (
+            json!({"intent": "clarification", "question": "Which trial?"}),
+            "clarification",
+        ),
+        (
+            json!({"intent": "plan_update", "plan": ["search", "read arm"]}),
+            "plan_update",
+        ),
+        (
+            json!({"intent": "abort", "reason": "out of scope"}),
+            "abort",
+        ),
     ];
     for (value, kind) in cases {
         let verdict = check(&value);
-        assert_eq!(verdict.intent().map(Intent::kind), Some(kind), "{verdict:?}");
+        assert_eq!(
+            verdict.intent().map(Intent::kind),
+            Some(kind),
+            "{verdict:?}"
+        );
     }
 }
 
@@ -59,12 +81,26 @@ fn tool_calls_carry_their_declared_class() {
 
 #[test]
 fn an_invented_tool_and_bad_arguments_fail_the_schema_gate() {
-    let verdict = check(&json!({"intent": "tool_request", "tool": "delete_trial", "arguments": {}}));
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Schema), "unknown_tool"));
-    let verdict = check(&json!({"intent": "tool_request", "tool": "get_arm", "arguments": {"trial_id": "NCT1"}}));
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Schema), "pattern_mismatch"));
+    let verdict =
+        check(&json!({"intent": "tool_request", "tool": "delete_trial", "arguments": {}}));
     assert_eq!(
-        verdict.rejection().unwrap().location().instance_path.as_deref(),
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Schema), "unknown_tool")
+    );
+    let verdict = check(
+        &json!({"intent": "tool_request", "tool": "get_arm", "arguments": {"trial_id": "NCT1"}}),
+    );
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Schema), "pattern_mismatch")
+    );
+    assert_eq!(
+        verdict
+            .rejection()
+            .unwrap()
+            .location()
+            .instance_path
+            .as_deref(),
         Some("/arguments/trial_id")
     );
 }
@@ -72,7 +108,10 @@ fn an_invented_tool_and_bad_arguments_fail_the_schema_gate() {
 #[test]
 fn an_answer_and_a_tool_request_in_one_envelope_are_ambiguous() {
     let verdict = check(&json!({"intent": "final_answer", "answer": "42", "tool": "get_arm"}));
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Application), "ambiguous_intent"));
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Application), "ambiguous_intent")
+    );
 }
 
 #[test]
@@ -84,7 +123,10 @@ fn a_bare_object_without_intent_is_not_an_answer() {
         .build()
         .unwrap();
     let verdict = lenient.check_text(br#"{"answer": "42"}"#);
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Application), "missing_intent"));
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Application), "missing_intent")
+    );
 }
 
 fn envelope(content: Option<&str>, calls: &[(&str, &str)]) -> Vec<u8> {
@@ -125,16 +167,33 @@ fn an_abort_beside_a_tool_call_wins_so_nothing_runs() {
 
 #[test]
 fn native_tool_call_arguments_are_parsed_strictly() {
-    let bytes = envelope(None, &[("get_arm", r#"{"trial_id": "NCT04123456", "trial_id": "NCT00000000"}"#)]);
+    let bytes = envelope(
+        None,
+        &[(
+            "get_arm",
+            r#"{"trial_id": "NCT04123456", "trial_id": "NCT00000000"}"#,
+        )],
+    );
     let verdict = contract().check_envelope(&bytes);
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Parse), "duplicate_key"));
     assert_eq!(
-        verdict.rejection().unwrap().location().instance_path.as_deref(),
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Parse), "duplicate_key")
+    );
+    assert_eq!(
+        verdict
+            .rejection()
+            .unwrap()
+            .location()
+            .instance_path
+            .as_deref(),
         Some("/choices/0/message/tool_calls/0/function/arguments")
     );
     let bytes = envelope(None, &[("get_arm", r#"{"trial_id": 4123456}"#)]);
     let verdict = contract().check_envelope(&bytes);
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Schema), "type_mismatch"));
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Schema), "type_mismatch")
+    );
 }
 
 #[test]
@@ -145,7 +204,10 @@ fn several_choices_are_not_picked_from() {
     ]})
     .to_string();
     let verdict = contract().check_envelope(bytes.as_bytes());
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Transport), "multiple_choices"));
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Transport), "multiple_choices")
+    );
 }
 
 #[test]
@@ -154,7 +216,10 @@ fn anthropic_style_messages_are_understood() {
         "content": [{"type": "text", "text": "{\"intent\": \"abort\", \"reason\": \"x\"}"}]})
     .to_string();
     let verdict = contract().check_envelope(bytes.as_bytes());
-    assert_eq!((verdict.gate(), verdict.code()), (Some(Gate::Transport), "incomplete_response"));
+    assert_eq!(
+        (verdict.gate(), verdict.code()),
+        (Some(Gate::Transport), "incomplete_response")
+    );
     let bytes = json!({"type": "message", "stop_reason": "tool_use",
         "content": [{"type": "tool_use", "id": "t1", "name": "get_arm", "input": {"trial_id": "NCT04123456"}}]})
     .to_string();

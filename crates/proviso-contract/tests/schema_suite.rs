@@ -9,6 +9,9 @@
 //! does: `format` is an annotation and unknown keywords are allowed. Contracts default to the
 //! stricter settings (see `SchemaOptions`).
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -37,7 +40,10 @@ fn remotes(dir: &Path, base: &str, out: &mut HashMap<String, Value>) {
             remotes(&path, &format!("{base}{name}/"), out);
         } else if name.ends_with(".json") {
             let text = std::fs::read_to_string(&path).unwrap();
-            out.insert(format!("{base}{name}"), serde_json::from_str(&text).unwrap());
+            out.insert(
+                format!("{base}{name}"),
+                serde_json::from_str(&text).unwrap(),
+            );
         }
     }
 }
@@ -50,7 +56,11 @@ fn baseline_path() -> PathBuf {
 fn json_schema_test_suite_draft2020_12() {
     let root = suite_root();
     let mut resources = HashMap::new();
-    remotes(&root.join("remotes"), "http://localhost:1234/", &mut resources);
+    remotes(
+        &root.join("remotes"),
+        "http://localhost:1234/",
+        &mut resources,
+    );
     let options = SchemaOptions {
         validate_formats: false,
         allow_unknown_keywords: true,
@@ -124,13 +134,25 @@ fn json_schema_test_suite_draft2020_12() {
         regressions.is_empty(),
         "{} cases regressed:\n{}",
         regressions.len(),
-        regressions.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        regressions
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(
         improvements.is_empty(),
         "{} baseline failures now pass; ratchet the baseline with PROVISO_BLESS=1:\n{}",
         improvements.len(),
-        improvements.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        improvements
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
-    assert_eq!(baseline["total"].as_u64(), Some(total as u64), "the suite changed size");
+    assert_eq!(
+        baseline["total"].as_u64(),
+        Some(total as u64),
+        "the suite changed size"
+    );
 }

@@ -2,6 +2,9 @@
 //! strict parser. The data lives in `../shared/data/jsontestsuite/test_parsing` beside the
 //! project; `PROVISO_SHARED` overrides the location of `shared/`.
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 
 use proviso_json::{parse, DuplicateKeys, ParseOptions};

@@ -1,5 +1,8 @@
 //! Each strictness rule of the parser, with the code and the position it reports.
 
+// Tests and benches fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use proviso_json::{parse_str, ParseErrorKind, ParseOptions};
 
 fn code_at(text: &str) -> (&'static str, usize, usize) {
