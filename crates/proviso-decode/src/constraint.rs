@@ -1,0 +1,296 @@
+//! Compiling a constraint (JSON Schema, Lark grammar, regular expression, choice list) into an
+//! llguidance matcher over one tokenizer.
+//!
+//! Conform or refuse: a schema keyword the grammar cannot enforce is an error that names it,
+//! before any token is generated. With [`CompileOptions::relax`] the grammar is compiled for a
+//! superset instead, and the result lists exactly which keywords were only verified after
+//! decoding, so the caller's gates can enforce them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llguidance::api::{ParserLimits, TopLevelGrammar};
+use llguidance::earley::SlicedBiasComputer;
+use llguidance::toktrie::TokEnv;
+use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
+use serde_json::Value;
+
+/// What the output must match.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ConstraintSpec {
+    /// A JSON Schema (Draft 2020-12).
+    JsonSchema(Value),
+    /// A Lark grammar in llguidance's dialect.
+    Lark(String),
+    /// A regular expression the whole output must match.
+    Regex(String),
+    /// One of these strings, exactly.
+    Choice(Vec<String>),
+}
+
+/// How a constraint is compiled.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Compile schemas whose keywords the grammar cannot enforce to a superset grammar
+    /// instead of refusing them. The caller must then verify the output against the full
+    /// schema; [`Compiled::verified_only`] lists what the grammar did not enforce.
+    pub relax: bool,
+    /// Most whitespace characters allowed between two JSON tokens. Bounded so that a model
+    /// cannot loop on whitespace; JSON needs none at all.
+    pub max_json_whitespace: usize,
+    /// Bounds on grammar size and per-token work, so that a pathological schema fails in
+    /// bounded time instead of stalling generation.
+    pub limits: ParserLimits,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        Self {
+            relax: false,
+            max_json_whitespace: 12,
+            limits: ParserLimits {
+                max_grammar_size: 200_000,
+                initial_lexer_fuel: 1_000_000,
+                step_lexer_fuel: 200_000,
+                step_max_items: 50_000,
+                max_lexer_states: 100_000,
+                verbose_errors: false,
+                ..ParserLimits::default()
+            },
+        }
+    }
+}
+
+/// Why a constraint cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConstraintError {
+    /// The schema uses keywords the grammar cannot enforce (and `relax` is off).
+    #[error("the grammar cannot enforce schema keyword{} {}; pass --relax to enforce {} after decoding instead",
+        if keywords.len() == 1 { "" } else { "s" },
+        keywords.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+        if keywords.len() == 1 { "it" } else { "them" })]
+    Unsupported {
+        /// The keywords, as llguidance names them.
+        keywords: Vec<String>,
+    },
+    /// The grammar or schema is invalid, or exceeds the compile limits.
+    #[error("cannot compile the constraint: {message}")]
+    Invalid {
+        /// llguidance's message.
+        message: String,
+    },
+    /// The tokenizer cannot be used for constraints.
+    #[error("cannot build the constraint engine: {message}")]
+    Tokenizer {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A compiled constraint: a matcher in its start state, to be cloned per generation.
+#[derive(Clone)]
+pub struct Compiled {
+    matcher: Matcher,
+    verified_only: Vec<String>,
+    compile_time: Duration,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("verified_only", &self.verified_only)
+            .field("compile_time", &self.compile_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compiled {
+    /// A fresh matcher in the start state.
+    #[must_use]
+    pub fn matcher(&self) -> Matcher {
+        self.matcher.clone()
+    }
+
+    /// Schema keywords the grammar did not enforce during decoding (only under `relax`); the
+    /// output must be verified against them afterwards.
+    #[must_use]
+    pub fn verified_only(&self) -> &[String] {
+        &self.verified_only
+    }
+
+    /// How long compilation took.
+    #[must_use]
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+}
+
+/// Compiles constraints for one tokenizer. Build it once; compiling is then a fraction of a
+/// millisecond for typical schemas.
+#[derive(Clone)]
+pub struct Constrainer {
+    factory: Arc<ParserFactory>,
+    tok_env: TokEnv,
+}
+
+impl std::fmt::Debug for Constrainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constrainer").finish_non_exhaustive()
+    }
+}
+
+impl Constrainer {
+    /// A constrainer over `tok_env` with the limits of `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConstraintError::Tokenizer`] if llguidance rejects the tokenizer.
+    pub fn new(tok_env: TokEnv, options: &CompileOptions) -> Result<Self, ConstraintError> {
+        let mut factory = ParserFactory::new(
+            &tok_env,
+            llguidance::toktrie::InferenceCapabilities {
+                ff_tokens: true,
+                ..Default::default()
+            },
+            &SlicedBiasComputer::general_slices(),
+        )
+        .map_err(|e| ConstraintError::Tokenizer {
+            message: e.to_string(),
+        })?;
+        factory.quiet();
+        *factory.limits_mut() = options.limits.clone();
+        Ok(Self {
+            factory: Arc::new(factory),
+            tok_env,
+        })
+    }
+
+    /// The tokenizer environment.
+    #[must_use]
+    pub fn tok_env(&self) -> &TokEnv {
+        &self.tok_env
+    }
+
+    /// Compiles `spec`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConstraintError::Unsupported`] naming the keywords the grammar cannot enforce (unless
+    /// `relax`), or [`ConstraintError::Invalid`].
+    pub fn compile(
+        &self,
+        spec: &ConstraintSpec,
+        options: &CompileOptions,
+    ) -> Result<Compiled, ConstraintError> {
+        let start = Instant::now();
+        let grammar = match spec {
+            ConstraintSpec::JsonSchema(schema) => {
+                let mut schema = strip_extensions(schema);
+                if !schema.is_object() {
+                    // `true`/`false` schemas: wrap so that options can be attached.
+                    schema = match schema {
+                        Value::Bool(true) => serde_json::json!({}),
+                        _ => serde_json::json!({"not": {}}),
+                    };
+                }
+                JsonCompileOptions {
+                    whitespace_pattern: Some(format!(
+                        r"[\x20\x0A\x0D\x09]{{1,{}}}",
+                        options.max_json_whitespace.max(1)
+                    )),
+                    lenient: options.relax,
+                    ..JsonCompileOptions::default()
+                }
+                .apply_to(&mut schema);
+                TopLevelGrammar::from_json_schema(schema)
+            }
+            ConstraintSpec::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
+            ConstraintSpec::Regex(regex) => TopLevelGrammar::from_regex(regex),
+            ConstraintSpec::Choice(choices) => {
+                if choices.is_empty() {
+                    return Err(ConstraintError::Invalid {
+                        message: "an empty choice list matches nothing".into(),
+                    });
+                }
+                let alternatives: Vec<String> = choices
+                    .iter()
+                    .map(|c| serde_json::to_string(c).unwrap_or_default())
+                    .collect();
+                TopLevelGrammar::from_lark(format!("start: {}\n", alternatives.join(" | ")))
+            }
+        };
+        let mut matcher = Matcher::new(self.factory.create_parser(grammar));
+        if let Some(error) = matcher.get_error() {
+            return Err(classify(&error));
+        }
+        let verified_only = if options.relax {
+            matcher
+                .grammar_warnings()
+                .iter()
+                .flat_map(|w| unimplemented_keys(w).unwrap_or_else(|| vec![w.clone()]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Compiled {
+            matcher,
+            verified_only,
+            compile_time: start.elapsed(),
+        })
+    }
+}
+
+/// Drops proviso's own `x-proviso` declaration (and other `x-` extensions) at the root: they
+/// are instructions for the gates, not constraints on the text.
+fn strip_extensions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !k.starts_with("x-"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn classify(error: &str) -> ConstraintError {
+    match unimplemented_keys(error) {
+        Some(keywords) => ConstraintError::Unsupported { keywords },
+        None if error.contains("oneOf constraints are not supported") => {
+            ConstraintError::Unsupported {
+                keywords: vec!["oneOf".into()],
+            }
+        }
+        None => {
+            let message = error.lines().next().unwrap_or(error);
+            ConstraintError::Invalid {
+                message: message.to_owned(),
+            }
+        }
+    }
+}
+
+/// Reads llguidance's `Unimplemented keys: ["not", "uniqueItems"]`.
+fn unimplemented_keys(message: &str) -> Option<Vec<String>> {
+    let start = message.find("Unimplemented keys: ")? + "Unimplemented keys: ".len();
+    let rest = &message[start..];
+    let end = rest.find(']')? + 1;
+    serde_json::from_str(&rest[..end]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_unimplemented_keys() {
+        assert_eq!(
+            unimplemented_keys("error: Unimplemented keys: [\"not\", \"uniqueItems\"] at x"),
+            Some(vec!["not".to_owned(), "uniqueItems".to_owned()])
+        );
+        assert_eq!(unimplemented_keys("other"), None);
+    }
+}

@@ -1,0 +1,62 @@
+//! The engine seam: the least a language-model runtime must offer the constrained decoder.
+//!
+//! The decoder owns the sampling loop; an engine only turns tokens into logits. Keeping the
+//! trait this small is what lets another runtime be added without touching the constraint
+//! code.
+
+/// A token id, as llguidance and llama.cpp number them.
+pub type TokenId = u32;
+
+/// A runtime failure of the engine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("engine error: {0}")]
+pub struct EngineError(pub String);
+
+/// One vocabulary entry, as the constraint needs to see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// The bytes this token stands for. For control tokens, their text (e.g. `<|im_end|>`).
+    pub bytes: Vec<u8>,
+    /// Whether this is a control/special token, which grammar text can never produce.
+    pub special: bool,
+}
+
+/// A model's vocabulary and tokenizer.
+pub trait Tokenizer: Send + Sync {
+    /// Every token, indexed by id. Its length is the width of the logits.
+    fn tokens(&self) -> Vec<TokenInfo>;
+    /// Tokens that end generation (end of sequence, end of turn).
+    fn end_tokens(&self) -> Vec<TokenId>;
+    /// The model's own tokenization of `text`. `special` lets `<|im_start|>`-style text become
+    /// its control token (for rendered chat prompts); otherwise it stays plain text.
+    fn tokenize(&self, text: &[u8], special: bool) -> Vec<TokenId>;
+    /// Whether a beginning-of-sequence token must be prepended to a prompt, and which.
+    fn bos(&self) -> Option<TokenId>;
+}
+
+/// A language-model runtime with one sequence of context.
+pub trait Engine: Send {
+    /// Forgets every token fed so far.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] if the runtime fails.
+    fn reset(&mut self) -> Result<(), EngineError>;
+    /// Appends `tokens` to the context in one forward pass and computes the logits that
+    /// follow the last of them.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] if the runtime fails or the context is full.
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<(), EngineError>;
+    /// The logits after the last [`Engine::decode`], one per token id.
+    fn logits(&self) -> &[f32];
+    /// How many tokens the context holds.
+    fn len(&self) -> usize;
+    /// Whether the context holds no token.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The most tokens the context can hold.
+    fn capacity(&self) -> usize;
+}

@@ -1,0 +1,445 @@
+//! proviso's sampling loop.
+//!
+//! The loop reads the engine's logits, applies the llguidance mask, samples, and decides why
+//! generation stopped. Two things keep the constraint off the critical path:
+//!
+//! * forced tokens (where the grammar allows exactly one continuation) are fed to the engine
+//!   in one batch, not one forward pass each;
+//! * the matcher consumes the sampled token and computes the next mask on a second thread
+//!   while the engine runs its forward pass, so the mask is usually ready before the logits.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llguidance::toktrie::SimpleVob;
+use llguidance::Matcher;
+use serde::Serialize;
+
+use crate::constraint::Compiled;
+use crate::engine::{Engine, EngineError, TokenId, Tokenizer};
+use crate::sample::{Sampler, Sampling};
+
+/// Why generation ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model emitted an end token (unconstrained).
+    Stop,
+    /// The token budget ran out; the output is incomplete.
+    Length,
+    /// The grammar reached a complete match (and either allowed nothing more, or the model
+    /// chose to end).
+    GrammarComplete,
+    /// A stop sequence appeared; the output ends before it.
+    StopSequence(String),
+}
+
+impl StopReason {
+    /// The OpenAI-style finish reason: `length` for truncation, `stop` otherwise.
+    #[must_use]
+    pub fn finish_reason(&self) -> &'static str {
+        match self {
+            Self::Length => "length",
+            _ => "stop",
+        }
+    }
+}
+
+/// Options for one generation.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most tokens to generate (forced tokens count).
+    pub max_tokens: usize,
+    /// How to pick tokens.
+    pub sampling: Sampling,
+    /// Text that ends generation when it appears (not part of the output).
+    pub stop: Vec<String>,
+    /// Compute the next mask while the engine decodes. On by default.
+    pub overlap_mask: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: 256,
+            sampling: Sampling::greedy(),
+            stop: Vec::new(),
+            overlap_mask: true,
+        }
+    }
+}
+
+/// Timings and counts of one generation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Tokens in the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated, forced ones included.
+    pub generated_tokens: usize,
+    /// Tokens the grammar forced (fed without sampling).
+    pub forced_tokens: usize,
+    /// Forward passes after the prompt.
+    pub forward_passes: usize,
+    /// Time to compute each mask.
+    #[serde(skip)]
+    pub mask_times: Vec<Duration>,
+    /// Mask time the sampler actually waited for, per sampled token (zero when the mask
+    /// was ready before the logits).
+    #[serde(skip)]
+    pub exposed_mask_times: Vec<Duration>,
+    /// Time of each forward pass after the prompt.
+    #[serde(skip)]
+    pub forward_times: Vec<Duration>,
+    /// Prompt processing time.
+    pub prefill: Duration,
+    /// Total time, prompt included.
+    pub total: Duration,
+}
+
+impl Stats {
+    /// Mean of a list of durations, in microseconds.
+    #[must_use]
+    pub fn mean_us(times: &[Duration]) -> f64 {
+        if times.is_empty() {
+            return 0.0;
+        }
+        times.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e6 / times.len() as f64
+    }
+
+    /// A percentile (0-100) of a list of durations, in microseconds.
+    #[must_use]
+    pub fn percentile_us(times: &[Duration], p: f64) -> f64 {
+        if times.is_empty() {
+            return 0.0;
+        }
+        let mut sorted: Vec<Duration> = times.to_vec();
+        sorted.sort();
+        let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+        sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e6
+    }
+
+    /// The summary printed by `proviso generate --stats`.
+    #[must_use]
+    pub fn summary(&self) -> serde_json::Value {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let decode_time: Duration = self.forward_times.iter().sum();
+        let per_token = if self.generated_tokens == 0 {
+            0.0
+        } else {
+            self.generated_tokens as f64 / (self.total - self.prefill).as_secs_f64()
+        };
+        serde_json::json!({
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "forced_tokens": self.forced_tokens,
+            "forward_passes": self.forward_passes,
+            "mask_mean_us": round(Self::mean_us(&self.mask_times)),
+            "mask_p99_us": round(Self::percentile_us(&self.mask_times, 99.0)),
+            "exposed_mask_mean_us": round(Self::mean_us(&self.exposed_mask_times)),
+            "forward_mean_ms": round(Self::mean_us(&self.forward_times) / 1e3),
+            "decode_ms": round(ms(decode_time)),
+            "prefill_ms": round(ms(self.prefill)),
+            "total_ms": round(ms(self.total)),
+            "tokens_per_second": round(per_token),
+        })
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The result of one generation.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// The generated bytes (end tokens and stop sequences excluded).
+    pub bytes: Vec<u8>,
+    /// The generated tokens (end token excluded).
+    pub tokens: Vec<TokenId>,
+    /// Why it ended.
+    pub stop_reason: StopReason,
+    /// Counts and timings.
+    pub stats: Stats,
+}
+
+impl Generation {
+    /// The output as text (invalid UTF-8 replaced, which a JSON constraint cannot produce).
+    #[must_use]
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+/// Why generation failed (as opposed to stopping).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenerateError {
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The prompt does not fit the context.
+    #[error("the prompt has {prompt} tokens; the context holds {capacity}")]
+    PromptTooLong {
+        /// Prompt tokens.
+        prompt: usize,
+        /// Context size.
+        capacity: usize,
+    },
+    /// The constraint failed while generating (a limit was hit, or no token is allowed).
+    #[error("the constraint failed during generation: {0}")]
+    Constraint(String),
+}
+
+/// What the matcher says about the next step.
+enum Next {
+    /// The grammar is complete and allows nothing more.
+    Complete,
+    /// These tokens are forced.
+    Forced(Vec<TokenId>),
+    /// Sample under this mask.
+    Mask(SimpleVob),
+}
+
+/// Consumes `tokens` (if any) and works out the next step, timing the mask.
+fn advance(
+    matcher: &mut Matcher,
+    tokens: &[TokenId],
+    mask_times: &mut Vec<Duration>,
+) -> Result<Next, GenerateError> {
+    let fail = |m: &Matcher, what: &str| {
+        GenerateError::Constraint(m.get_error().unwrap_or_else(|| what.to_owned()))
+    };
+    if !tokens.is_empty() {
+        matcher
+            .consume_tokens(tokens)
+            .map_err(|e| GenerateError::Constraint(e.to_string()))?;
+    }
+    if matcher.is_stopped() {
+        return Ok(Next::Complete);
+    }
+    let forced = matcher.compute_ff_tokens();
+    if !forced.is_empty() {
+        return Ok(Next::Forced(forced));
+    }
+    let start = Instant::now();
+    let mask = matcher
+        .compute_mask()
+        .map_err(|_| fail(matcher, "no token is allowed"))?;
+    mask_times.push(start.elapsed());
+    Ok(Next::Mask(mask))
+}
+
+/// Generates with an engine and its tokenizer.
+pub struct Generator<E> {
+    engine: E,
+    pieces: Vec<Vec<u8>>,
+    ends: Vec<TokenId>,
+}
+
+impl<E> std::fmt::Debug for Generator<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator")
+            .field("vocab", &self.pieces.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Engine> Generator<E> {
+    /// A generator over `engine`, decoding text with `tokenizer`.
+    #[must_use]
+    pub fn new(engine: E, tokenizer: &Arc<dyn Tokenizer>) -> Self {
+        Self {
+            engine,
+            pieces: tokenizer.tokens().into_iter().map(|t| t.bytes).collect(),
+            ends: tokenizer.end_tokens(),
+        }
+    }
+
+    /// The engine.
+    pub fn engine_mut(&mut self) -> &mut E {
+        &mut self.engine
+    }
+
+    /// Generates a continuation of `prompt`, under `constraint` if given.
+    ///
+    /// # Errors
+    ///
+    /// [`GenerateError`] when the engine fails, the prompt does not fit, or the constraint
+    /// fails mid-way (a compile limit, or a state with no allowed token).
+    pub fn generate(
+        &mut self,
+        prompt: &[TokenId],
+        constraint: Option<&Compiled>,
+        options: &GenerateOptions,
+    ) -> Result<Generation, GenerateError> {
+        let start = Instant::now();
+        let capacity = self.engine.capacity();
+        if prompt.len() >= capacity {
+            return Err(GenerateError::PromptTooLong {
+                prompt: prompt.len(),
+                capacity,
+            });
+        }
+        let mut stats = Stats {
+            prompt_tokens: prompt.len(),
+            ..Stats::default()
+        };
+        let mut sampler = Sampler::new(options.sampling);
+        let mut matcher = constraint.map(Compiled::matcher);
+        let mut out = Generation {
+            bytes: Vec::new(),
+            tokens: Vec::new(),
+            stop_reason: StopReason::Length,
+            stats: Stats::default(),
+        };
+        self.engine.reset()?;
+        // Prefill, overlapped with the first mask.
+        let (prefill, mut next) =
+            self.step(prompt, false, matcher.as_mut(), options, &mut stats)?;
+        stats.prefill = prefill;
+        let budget = options.max_tokens.min(capacity - prompt.len());
+        let stop_reason = loop {
+            if out.tokens.len() >= budget {
+                break StopReason::Length;
+            }
+            let chosen: Vec<TokenId> = match next {
+                Some(Next::Complete) => break StopReason::GrammarComplete,
+                Some(Next::Forced(forced)) => {
+                    let room = budget - out.tokens.len();
+                    let take = forced.len().min(room);
+                    stats.forced_tokens += take;
+                    forced[..take].to_vec()
+                }
+                Some(Next::Mask(mask)) => {
+                    let token = sampler
+                        .sample(self.engine.logits(), |t| mask.is_allowed(t))
+                        .ok_or_else(|| GenerateError::Constraint("no token is allowed".into()))?;
+                    if self.ends.contains(&token) {
+                        break StopReason::GrammarComplete;
+                    }
+                    vec![token]
+                }
+                None => {
+                    let token = sampler
+                        .sample(self.engine.logits(), |_| true)
+                        .ok_or_else(|| GenerateError::Constraint("the logits are empty".into()))?;
+                    if self.ends.contains(&token) {
+                        break StopReason::Stop;
+                    }
+                    vec![token]
+                }
+            };
+            for &token in &chosen {
+                out.tokens.push(token);
+                if let Some(piece) = self.pieces.get(token as usize) {
+                    out.bytes.extend_from_slice(piece);
+                }
+            }
+            let added: usize = chosen
+                .iter()
+                .filter_map(|&t| self.pieces.get(t as usize).map(Vec::len))
+                .sum();
+            if let Some((at, stop)) = find_stop(&out.bytes, added, &options.stop) {
+                out.bytes.truncate(at);
+                break StopReason::StopSequence(stop);
+            }
+            if out.tokens.len() >= budget {
+                break StopReason::Length;
+            }
+            let (elapsed, after) =
+                self.step(&chosen, true, matcher.as_mut(), options, &mut stats)?;
+            stats.forward_times.push(elapsed);
+            stats.forward_passes += 1;
+            next = after;
+        };
+        stats.generated_tokens = out.tokens.len();
+        stats.total = start.elapsed();
+        out.stop_reason = stop_reason;
+        out.stats = stats;
+        Ok(out)
+    }
+
+    /// Feeds `tokens` to the engine and, concurrently, to the matcher; returns the forward
+    /// time and the matcher's next step. The time the sampler would wait for the mask after
+    /// the forward pass is recorded as exposed mask time.
+    fn step(
+        &mut self,
+        tokens: &[TokenId],
+        generated: bool,
+        matcher: Option<&mut Matcher>,
+        options: &GenerateOptions,
+        stats: &mut Stats,
+    ) -> Result<(Duration, Option<Next>), GenerateError> {
+        let Some(matcher) = matcher else {
+            let start = Instant::now();
+            self.engine.decode(tokens)?;
+            return Ok((start.elapsed(), None));
+        };
+        // The prompt is not part of the constrained output: the matcher sees only
+        // generated tokens.
+        let feed: &[TokenId] = if generated { tokens } else { &[] };
+        let mut mask_times = Vec::new();
+        if options.overlap_mask {
+            let engine = &mut self.engine;
+            let (forward, next, exposed) = std::thread::scope(|scope| {
+                let worker = scope.spawn(|| advance(matcher, feed, &mut mask_times));
+                let start = Instant::now();
+                let forward = engine.decode(tokens);
+                let elapsed = start.elapsed();
+                let waited = Instant::now();
+                let next = worker
+                    .join()
+                    .unwrap_or_else(|_| Err(GenerateError::Constraint("the mask thread panicked".into())));
+                (forward.map(|()| elapsed), next, waited.elapsed())
+            });
+            let elapsed = forward?;
+            let next = next?;
+            if matches!(next, Next::Mask(_)) {
+                stats.exposed_mask_times.push(exposed);
+            }
+            stats.mask_times.extend(mask_times);
+            Ok((elapsed, Some(next)))
+        } else {
+            let start = Instant::now();
+            self.engine.decode(tokens)?;
+            let elapsed = start.elapsed();
+            let waited = Instant::now();
+            let next = advance(matcher, feed, &mut mask_times)?;
+            if matches!(next, Next::Mask(_)) {
+                stats.exposed_mask_times.push(waited.elapsed());
+            }
+            stats.mask_times.extend(mask_times);
+            Ok((elapsed, Some(next)))
+        }
+    }
+}
+
+/// The earliest stop sequence that ends within the last `added` bytes, as (offset,
+/// sequence). Earlier text was already checked.
+fn find_stop(bytes: &[u8], added: usize, stops: &[String]) -> Option<(usize, String)> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            let from = bytes.len().saturating_sub(added + s.len() - 1);
+            bytes[from..]
+                .windows(s.len())
+                .position(|w| w == s.as_bytes())
+                .map(|at| (from + at, s.clone()))
+        })
+        .min_by_key(|(at, _)| *at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_stop;
+
+    #[test]
+    fn stop_sequences_are_found_across_token_boundaries() {
+        let stops = vec!["END".to_owned(), "\n\n".to_owned()];
+        assert_eq!(find_stop(b"abc EN", 2, &stops), None);
+        assert_eq!(find_stop(b"abc END", 1, &stops), Some((4, "END".to_owned())));
+        assert_eq!(find_stop(b"a\n\nb END", 7, &stops), Some((1, "\n\n".to_owned())));
+    }
+}

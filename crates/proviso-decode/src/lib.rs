@@ -1,0 +1,22 @@
+//! Grammar-constrained decoding.
+//!
+//! proviso owns the sampling loop. An [`Engine`] (llama.cpp in `proviso-llama`) turns tokens
+//! into logits; a [`Constrainer`] compiles a JSON Schema, Lark grammar, regular expression or
+//! choice list into an llguidance matcher over the model's own tokenizer; the [`Generator`]
+//! masks, samples, feeds forced tokens in one batch and decides why generation stopped.
+//! Malformed output is unreachable, not merely unlikely; the gates then confirm it.
+
+mod chat;
+mod constraint;
+mod engine;
+mod generate;
+mod sample;
+mod tokenizer;
+
+pub use chat::{ChatTemplate, Message, TemplateError};
+pub use constraint::{CompileOptions, Compiled, ConstraintError, ConstraintSpec, Constrainer};
+pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
+pub use generate::{GenerateError, GenerateOptions, Generation, Generator, Stats, StopReason};
+pub use llguidance;
+pub use sample::{Sampler, Sampling};
+pub use tokenizer::ModelTokEnv;
