@@ -10,6 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use proviso::{Contract, SourceStore};
 
+mod generate;
+mod model;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "proviso",
@@ -29,6 +32,14 @@ enum Command {
     ///
     /// Exit status: 0 when accepted, 1 when rejected, 2 for usage errors.
     Check(CheckArgs),
+    /// Generate on a local model under a grammar (schema, Lark, regex or choice list).
+    ///
+    /// The output goes to stdout. With a schema it then passes the contract's gates and the
+    /// verdict is printed on stderr as one JSON line; exit status 1 when it is rejected.
+    Generate(generate::GenerateArgs),
+    /// Manage the embedded default model.
+    #[command(subcommand)]
+    Model(model::ModelCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -72,6 +83,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Model(command) => model::run(&command),
     }
 }
 
@@ -98,24 +111,43 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
 }
 
 fn load_contract(args: &CheckArgs) -> Result<Contract> {
-    let text = std::fs::read(&args.schema)
-        .with_context(|| format!("reading {}", args.schema.display()))?;
-    let document = proviso::json::parse(&text, &proviso::json::ParseOptions::default())
-        .with_context(|| format!("{} is not strict JSON", args.schema.display()))?;
-    let mut builder = Contract::from_document(&document)
-        .with_context(|| format!("in {}", args.schema.display()))?;
-    if let Some(dir) = &args.sources {
+    let document = read_schema(&args.schema)?;
+    build_contract(
+        &args.schema,
+        &document,
+        args.sources.as_deref(),
+        args.skip_evidence,
+    )
+}
+
+/// Reads a schema file strictly.
+pub(crate) fn read_schema(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    proviso::json::parse(&text, &proviso::json::ParseOptions::default())
+        .with_context(|| format!("{} is not strict JSON", path.display()))
+}
+
+/// Builds the contract declared by a schema document.
+pub(crate) fn build_contract(
+    path: &Path,
+    document: &serde_json::Value,
+    sources: Option<&Path>,
+    skip_evidence: bool,
+) -> Result<Contract> {
+    let mut builder =
+        Contract::from_document(document).with_context(|| format!("in {}", path.display()))?;
+    if let Some(dir) = sources {
         builder = builder.sources(Arc::new(load_sources(dir)?));
-    } else if args.skip_evidence {
+    } else if skip_evidence {
         builder = builder.skip_evidence();
     }
     match builder.build() {
         Ok(contract) => Ok(contract),
         Err(proviso::ContractError::MissingSources) => bail!(
             "{} checks citations against sources: pass --sources DIR (or --skip-evidence)",
-            args.schema.display()
+            path.display()
         ),
-        Err(e) => Err(e).with_context(|| format!("in {}", args.schema.display())),
+        Err(e) => Err(e).with_context(|| format!("in {}", path.display())),
     }
 }
 

@@ -225,34 +225,62 @@ const OTHER_KEYWORDS: &[&str] = &[
     "contentMediaType",
 ];
 
+/// Every keyword used anywhere in `schema` (in schema positions, not property names).
+#[must_use]
+pub fn keywords_used(schema: &Value) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let _ = walk(schema, "", &mut |key, _| {
+        out.insert(key.to_owned());
+        Ok(())
+    });
+    out
+}
+
 fn check_keywords(schema: &Value, path: &str) -> Result<(), ContractError> {
+    walk(schema, path, &mut |key, here| {
+        if SCHEMA_KEYWORDS.contains(&key)
+            || SCHEMA_MAP_KEYWORDS.contains(&key)
+            || SCHEMA_ARRAY_KEYWORDS.contains(&key)
+            || OTHER_KEYWORDS.contains(&key)
+            || key.starts_with("x-")
+        {
+            Ok(())
+        } else {
+            Err(ContractError::UnknownKeyword {
+                keyword: key.to_owned(),
+                schema_path: here.to_owned(),
+            })
+        }
+    })
+}
+
+/// Visits every keyword of `schema` and its subschemas with its schema path.
+fn walk(
+    schema: &Value,
+    path: &str,
+    visit: &mut dyn FnMut(&str, &str) -> Result<(), ContractError>,
+) -> Result<(), ContractError> {
     let Value::Object(map) = schema else {
         return Ok(());
     };
+    let escape = |s: &str| s.replace('~', "~0").replace('/', "~1");
     for (key, value) in map {
-        let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+        let here = format!("{path}/{}", escape(key));
+        visit(key, &here)?;
         if SCHEMA_KEYWORDS.contains(&key.as_str()) {
-            check_keywords(value, &here)?;
+            walk(value, &here, visit)?;
         } else if SCHEMA_MAP_KEYWORDS.contains(&key.as_str()) {
             if let Value::Object(children) = value {
                 for (name, child) in children {
-                    check_keywords(
-                        child,
-                        &format!("{here}/{}", name.replace('~', "~0").replace('/', "~1")),
-                    )?;
+                    walk(child, &format!("{here}/{}", escape(name)), visit)?;
                 }
             }
         } else if SCHEMA_ARRAY_KEYWORDS.contains(&key.as_str()) {
             if let Value::Array(children) = value {
                 for (i, child) in children.iter().enumerate() {
-                    check_keywords(child, &format!("{here}/{i}"))?;
+                    walk(child, &format!("{here}/{i}"), visit)?;
                 }
             }
-        } else if !OTHER_KEYWORDS.contains(&key.as_str()) && !key.starts_with("x-") {
-            return Err(ContractError::UnknownKeyword {
-                keyword: key.clone(),
-                schema_path: here,
-            });
         }
     }
     Ok(())

@@ -47,9 +47,12 @@ impl ChatTemplate {
         let mut env = Environment::new();
         // Python string methods (`.strip()`, `.startswith()`) are common in chat templates.
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |message: String| -> Result<String, Error> {
-            Err(Error::new(ErrorKind::InvalidOperation, message))
-        });
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, Error> {
+                Err(Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
         env.add_template_owned("chat", source.to_owned())
             .map_err(|e| TemplateError(e.to_string()))?;
         Ok(Self {
@@ -112,7 +115,14 @@ mod tests {
             "",
         )
         .unwrap();
-        assert_eq!(template.render(&[Message::new("user", "  x ")], false).unwrap(), "x");
-        assert!(template.render(&[Message::new("tool", "x")], false).is_err());
+        assert_eq!(
+            template
+                .render(&[Message::new("user", "  x ")], false)
+                .unwrap(),
+            "x"
+        );
+        assert!(template
+            .render(&[Message::new("tool", "x")], false)
+            .is_err());
     }
 }

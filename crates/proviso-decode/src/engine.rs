@@ -22,7 +22,7 @@ pub struct TokenInfo {
 }
 
 /// A model's vocabulary and tokenizer.
-pub trait Tokenizer: Send + Sync {
+pub trait Tokenizer: Send + Sync + std::fmt::Debug {
     /// Every token, indexed by id. Its length is the width of the logits.
     fn tokens(&self) -> Vec<TokenInfo>;
     /// Tokens that end generation (end of sequence, end of turn).

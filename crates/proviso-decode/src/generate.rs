@@ -388,9 +388,9 @@ impl<E: Engine> Generator<E> {
                 let forward = engine.decode(tokens);
                 let elapsed = start.elapsed();
                 let waited = Instant::now();
-                let next = worker
-                    .join()
-                    .unwrap_or_else(|_| Err(GenerateError::Constraint("the mask thread panicked".into())));
+                let next = worker.join().unwrap_or_else(|_| {
+                    Err(GenerateError::Constraint("the mask thread panicked".into()))
+                });
                 (forward.map(|()| elapsed), next, waited.elapsed())
             });
             let elapsed = forward?;
@@ -439,7 +439,13 @@ mod tests {
     fn stop_sequences_are_found_across_token_boundaries() {
         let stops = vec!["END".to_owned(), "\n\n".to_owned()];
         assert_eq!(find_stop(b"abc EN", 2, &stops), None);
-        assert_eq!(find_stop(b"abc END", 1, &stops), Some((4, "END".to_owned())));
-        assert_eq!(find_stop(b"a\n\nb END", 7, &stops), Some((1, "\n\n".to_owned())));
+        assert_eq!(
+            find_stop(b"abc END", 1, &stops),
+            Some((4, "END".to_owned()))
+        );
+        assert_eq!(
+            find_stop(b"a\n\nb END", 7, &stops),
+            Some((1, "\n\n".to_owned()))
+        );
     }
 }

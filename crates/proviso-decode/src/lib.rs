@@ -14,7 +14,7 @@ mod sample;
 mod tokenizer;
 
 pub use chat::{ChatTemplate, Message, TemplateError};
-pub use constraint::{CompileOptions, Compiled, ConstraintError, ConstraintSpec, Constrainer};
+pub use constraint::{CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec};
 pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
 pub use generate::{GenerateError, GenerateOptions, Generation, Generator, Stats, StopReason};
 pub use llguidance;

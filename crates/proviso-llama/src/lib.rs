@@ -102,12 +102,11 @@ impl Model {
     pub fn load(path: &Path) -> Result<Self, LlamaError> {
         let backend = backend()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(0);
-        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
-            LlamaError::Load {
+        let model =
+            LlamaModel::load_from_file(backend, path, &params).map_err(|e| LlamaError::Load {
                 path: path.display().to_string(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         Ok(Self {
             model: Box::leak(Box::new(model)),
         })
@@ -167,7 +166,11 @@ impl Model {
                 String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned()
             }
         };
-        Ok(ChatTemplate::new(&source, &text(vocab.bos()), &text(vocab.eos()))?)
+        Ok(ChatTemplate::new(
+            &source,
+            &text(vocab.bos()),
+            &text(vocab.eos()),
+        )?)
     }
 
     /// A GGUF metadata value, as llama.cpp formats it.

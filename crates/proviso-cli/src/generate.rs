@@ -1,0 +1,198 @@
+//! `proviso generate`: constrained generation on a local model, then the gates.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use proviso::decode::{
+    CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message, Sampling, StopReason,
+};
+use proviso::llama::RunOptions;
+use proviso::LocalModel;
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("constraint").args(["schema", "grammar", "regex", "choice"])))]
+pub(crate) struct GenerateArgs {
+    /// Constrain the output to this JSON Schema (the contract's gates then check it).
+    #[arg(long, value_name = "S.json")]
+    schema: Option<PathBuf>,
+    /// Constrain the output to this Lark grammar.
+    #[arg(long, value_name = "G.lark")]
+    grammar: Option<PathBuf>,
+    /// Constrain the output to match this regular expression.
+    #[arg(long, value_name = "R")]
+    regex: Option<String>,
+    /// Constrain the output to one of these comma-separated strings.
+    #[arg(long, value_name = "a,b", value_delimiter = ',')]
+    choice: Option<Vec<String>>,
+    /// A GGUF model; the default model is fetched on first use.
+    #[arg(long, value_name = "M.gguf")]
+    model: Option<PathBuf>,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256)]
+    max_tokens: usize,
+    /// Seed for sampling (used with --temperature).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Keep only the k most likely tokens (0 = all).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Nucleus sampling threshold.
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// A system message.
+    #[arg(long)]
+    system: Option<String>,
+    /// Compile unenforceable schema keywords to a superset grammar and enforce them with
+    /// the gates afterwards, regenerating up to --attempts times.
+    #[arg(long)]
+    relax: bool,
+    /// Most generations under --relax (each retry shows the model the rejection).
+    #[arg(long, default_value_t = 3)]
+    attempts: usize,
+    /// Sources for a contract that checks evidence.
+    #[arg(long, value_name = "DIR")]
+    sources: Option<PathBuf>,
+    /// Print a JSON line of statistics on stderr.
+    #[arg(long)]
+    stats: bool,
+    /// Compute masks after each forward pass instead of during it (for measurement).
+    #[arg(long, hide = true)]
+    no_overlap: bool,
+    /// The prompt (the user message).
+    prompt: String,
+}
+
+pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
+    // The contract comes first: a schema proviso cannot enforce is refused before the model
+    // is even loaded.
+    let contract = match &args.schema {
+        Some(path) => {
+            let document = crate::read_schema(path)?;
+            let contract = crate::build_contract(
+                path,
+                &document,
+                args.sources.as_deref(),
+                args.sources.is_none(),
+            )?;
+            Some((document, contract))
+        }
+        None => None,
+    };
+    let spec = if let Some((document, _)) = &contract {
+        Some(ConstraintSpec::JsonSchema(document.clone()))
+    } else if let Some(path) = &args.grammar {
+        Some(ConstraintSpec::Lark(
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        ))
+    } else if let Some(regex) = &args.regex {
+        Some(ConstraintSpec::Regex(regex.clone()))
+    } else {
+        args.choice.clone().map(ConstraintSpec::Choice)
+    };
+
+    let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
+    let options = CompileOptions {
+        relax: args.relax,
+        ..CompileOptions::default()
+    };
+    let compiled = spec
+        .as_ref()
+        .map(|spec| local.compile(spec, &options))
+        .transpose()?;
+    let mut generator = Generator::new(local.engine(RunOptions::default())?, local.tokenizer());
+    let generate_options = GenerateOptions {
+        max_tokens: args.max_tokens,
+        sampling: Sampling {
+            temperature: args.temperature,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            seed: args.seed,
+        },
+        stop: Vec::new(),
+        overlap_mask: !args.no_overlap,
+    };
+
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(Message::new("system", system.clone()));
+    }
+    messages.push(Message::new("user", args.prompt.clone()));
+
+    let attempts = if args.relax { args.attempts.max(1) } else { 1 };
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    for attempt in 1..=attempts {
+        let prompt = local.prompt(&messages)?;
+        let generation = generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
+        let text = generation.text();
+        let verdict = contract.as_ref().map(|(_, contract)| {
+            // The generation is judged exactly as a provider response would be: a cut-off
+            // output is `incomplete_response` at the transport gate, never parsed.
+            let envelope = json!({"choices": [{"index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": generation.stop_reason.finish_reason()}]});
+            contract.check_envelope(envelope.to_string().as_bytes())
+        });
+        let accepted = verdict.as_ref().is_none_or(proviso::Verdict::accepted);
+        if accepted || attempt == attempts {
+            writeln!(stdout, "{text}")?;
+            stdout.flush()?;
+        }
+        if args.stats {
+            let mut stats = generation.stats.summary();
+            stats["stop_reason"] = json!(generation.stop_reason);
+            stats["attempt"] = json!(attempt);
+            if let Some(compiled) = &compiled {
+                stats["compile_ms"] = json!(compiled.compile_time().as_secs_f64() * 1e3);
+            }
+            if let (Some((document, _)), Some(compiled)) = (&contract, &compiled) {
+                let verified_only: Vec<&String> = compiled.verified_only().iter().collect();
+                let enforced: Vec<String> = proviso::keywords_used(document)
+                    .into_iter()
+                    .filter(|k| !k.starts_with("x-") && !verified_only.contains(&k))
+                    .collect();
+                stats["enforced_during_decoding"] = json!(enforced);
+                stats["verified_after_decoding"] = json!(verified_only);
+            }
+            writeln!(stderr, "{}", json!({"stats": stats}))?;
+        }
+        if let Some(verdict) = &verdict {
+            writeln!(stderr, "{}", json!({"verdict": verdict}))?;
+            if !verdict.accepted() {
+                if attempt < attempts {
+                    if let Some(rejection) = verdict.rejection() {
+                        // Show the model its own output and the gate's reason, then retry.
+                        messages.push(Message::new("assistant", text.clone()));
+                        messages.push(Message::new(
+                            "user",
+                            format!(
+                                "That output was rejected by the {} gate ({}): {}. Answer again.",
+                                rejection.gate(),
+                                rejection.code(),
+                                rejection.message()
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                return Ok(ExitCode::from(1));
+            }
+        }
+        if generation.stop_reason == StopReason::Length && compiled.is_some() {
+            writeln!(
+                stderr,
+                "proviso: the output was cut at --max-tokens {} before the grammar completed",
+                args.max_tokens
+            )?;
+            return Ok(ExitCode::from(1));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(ExitCode::from(1))
+}
