@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use proviso::{Contract, SourceStore};
 
+mod bench;
 mod generate;
 mod model;
 
@@ -40,6 +41,9 @@ enum Command {
     /// Manage the embedded default model.
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Benchmarks: MaskBench, and constrained decoding against its baselines.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -85,6 +89,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
+        Command::Bench(command) => bench::run(&command),
     }
 }
 

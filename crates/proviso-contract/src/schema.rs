@@ -26,6 +26,10 @@ pub struct SchemaOptions {
     /// Documents that `$ref` may point to, by URI. Nothing is ever fetched from a network
     /// or a file system: a reference to anything else is an error when the contract is built.
     pub resources: HashMap<String, Value>,
+    /// Read the draft from the schema's `$schema` instead of always using Draft 2020-12.
+    /// Off for contracts (one dialect, explicitly); on for third-party corpora written
+    /// against older drafts.
+    pub detect_draft: bool,
 }
 
 impl Default for SchemaOptions {
@@ -34,6 +38,7 @@ impl Default for SchemaOptions {
             validate_formats: true,
             allow_unknown_keywords: false,
             resources: HashMap::new(),
+            detect_draft: false,
         }
     }
 }
@@ -74,8 +79,11 @@ impl CompiledSchema {
         if !options.allow_unknown_keywords {
             check_keywords(schema, "")?;
         }
-        let validator = jsonschema::options()
-            .with_draft(Draft::Draft202012)
+        let mut builder = jsonschema::options();
+        if !options.detect_draft {
+            builder = builder.with_draft(Draft::Draft202012);
+        }
+        let validator = builder
             .should_validate_formats(options.validate_formats)
             .with_retriever(Resources(options.resources.clone()))
             .build(schema)

@@ -151,7 +151,8 @@ impl Constrainer {
         let mut factory = ParserFactory::new(
             &tok_env,
             llguidance::toktrie::InferenceCapabilities {
-                ff_tokens: true,
+                // Forcing tokens needs the model's canonical tokenization.
+                ff_tokens: tok_env.tokenize_is_canonical(),
                 ..Default::default()
             },
             &SlicedBiasComputer::general_slices(),

@@ -12,6 +12,7 @@ use crate::engine::{TokenId, Tokenizer};
 pub struct ModelTokEnv {
     trie: TokTrie,
     tokenizer: Arc<dyn Tokenizer>,
+    canonical: bool,
 }
 
 impl std::fmt::Debug for ModelTokEnv {
@@ -31,6 +32,18 @@ impl ModelTokEnv {
     /// given token 0 as its end (and cannot end a constrained generation early).
     #[must_use]
     pub fn new(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
+        Self::build(tokenizer, true)
+    }
+
+    /// Like [`ModelTokEnv::new`], but declaring the tokenization non-canonical: llguidance
+    /// then forces no tokens and its masks allow every tokenization of the allowed bytes.
+    /// Used to walk arbitrary token sequences (benchmarks), never for generation.
+    #[must_use]
+    pub fn any_tokenization(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
+        Self::build(tokenizer, false)
+    }
+
+    fn build(tokenizer: Arc<dyn Tokenizer>, canonical: bool) -> TokEnv {
         let tokens = tokenizer.tokens();
         let words: Vec<Vec<u8>> = tokens
             .iter()
@@ -53,7 +66,11 @@ impl ModelTokEnv {
         if !ends.is_empty() {
             trie = trie.with_eos_tokens(&ends);
         }
-        Arc::new(Self { trie, tokenizer })
+        Arc::new(Self {
+            trie,
+            tokenizer,
+            canonical,
+        })
     }
 }
 
@@ -72,6 +89,6 @@ impl TokenizerEnv for ModelTokEnv {
 
     /// The model's own tokenizer is the canonical tokenization, so llguidance may force tokens.
     fn tokenize_is_canonical(&self) -> bool {
-        true
+        self.canonical
     }
 }
