@@ -48,6 +48,9 @@ pub(crate) struct GenerateArgs {
     /// A system message.
     #[arg(long)]
     system: Option<String>,
+    /// End generation when this text appears (repeatable; not part of the output).
+    #[arg(long = "stop", value_name = "TEXT")]
+    stops: Vec<String>,
     /// Compile unenforceable schema keywords to a superset grammar and enforce them with
     /// the gates afterwards, regenerating up to --attempts times.
     #[arg(long)]
@@ -114,7 +117,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
             top_p: args.top_p,
             seed: args.seed,
         },
-        stop: Vec::new(),
+        stop: args.stops.clone(),
         overlap_mask: !args.no_overlap,
     };
 
@@ -153,9 +156,9 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
             }
             if let (Some((document, _)), Some(compiled)) = (&contract, &compiled) {
                 let verified_only: Vec<&String> = compiled.verified_only().iter().collect();
-                let enforced: Vec<String> = proviso::keywords_used(document)
+                let enforced: Vec<String> = proviso::assertion_keywords(document)
                     .into_iter()
-                    .filter(|k| !k.starts_with("x-") && !verified_only.contains(&k))
+                    .filter(|k| !verified_only.contains(&k))
                     .collect();
                 stats["enforced_during_decoding"] = json!(enforced);
                 stats["verified_after_decoding"] = json!(verified_only);

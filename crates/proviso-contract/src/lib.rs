@@ -50,5 +50,7 @@ pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
-pub use schema::{code_for_keyword, keywords_used, CompiledSchema, SchemaOptions};
+pub use schema::{
+    assertion_keywords, code_for_keyword, keywords_used, CompiledSchema, SchemaOptions,
+};
 pub use transport::{open_envelope, Payload, TransportedArguments, TransportedCall};

@@ -233,6 +233,35 @@ const OTHER_KEYWORDS: &[&str] = &[
     "contentMediaType",
 ];
 
+/// Keywords that annotate or organise a schema but assert nothing about an instance.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$vocabulary",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "examples",
+];
+
+/// Every assertion or applicator keyword used anywhere in `schema` (annotations such as
+/// `title` and containers such as `$defs` are left out; so are `x-` extensions).
+#[must_use]
+pub fn assertion_keywords(schema: &Value) -> std::collections::BTreeSet<String> {
+    keywords_used(schema)
+        .into_iter()
+        .filter(|k| !ANNOTATIONS.contains(&k.as_str()) && !k.starts_with("x-"))
+        .collect()
+}
+
 /// Every keyword used anywhere in `schema` (in schema positions, not property names).
 #[must_use]
 pub fn keywords_used(schema: &Value) -> std::collections::BTreeSet<String> {

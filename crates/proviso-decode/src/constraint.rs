@@ -222,7 +222,17 @@ impl Constrainer {
                 TopLevelGrammar::from_lark(format!("start: {}\n", alternatives.join(" | ")))
             }
         };
-        let mut matcher = Matcher::new(self.factory.create_parser(grammar));
+        // The limits are per compile, so one constrainer serves callers with different bounds.
+        let parser = self.factory.create_parser_from_init_ext(
+            llguidance::api::GrammarInit::Serialized(grammar),
+            llguidance::Logger::new(0, 0),
+            llguidance::toktrie::InferenceCapabilities {
+                ff_tokens: self.tok_env.tokenize_is_canonical(),
+                ..Default::default()
+            },
+            options.limits.clone(),
+        );
+        let mut matcher = Matcher::new(parser);
         if let Some(error) = matcher.get_error() {
             return Err(classify(&error));
         }
@@ -258,19 +268,37 @@ fn strip_extensions(schema: &Value) -> Value {
 }
 
 fn classify(error: &str) -> ConstraintError {
-    match unimplemented_keys(error) {
-        Some(keywords) => ConstraintError::Unsupported { keywords },
-        None if error.contains("oneOf constraints are not supported") => {
-            ConstraintError::Unsupported {
-                keywords: vec!["oneOf".into()],
-            }
+    let unsupported = |keyword: String| ConstraintError::Unsupported {
+        keywords: vec![keyword],
+    };
+    if let Some(keywords) = unimplemented_keys(error) {
+        return ConstraintError::Unsupported { keywords };
+    }
+    if let Some(rest) = error.split("Unknown format: ").nth(1) {
+        let name = rest.split_whitespace().next().unwrap_or("");
+        return unsupported(format!("format:{name}"));
+    }
+    // Keywords llguidance understands but can enforce only in some shapes.
+    for (needle, keyword) in [
+        ("oneOf constraints are not supported", "oneOf"),
+        (
+            "min/maxProperties only supported",
+            "minProperties/maxProperties",
+        ),
+        ("lookarounds not supported", "pattern:lookaround"),
+        ("patternProperty regexes", "patternProperties:overlapping"),
+        (
+            "circular references with sibling keys",
+            "$ref:with-siblings",
+        ),
+    ] {
+        if error.contains(needle) {
+            return unsupported(keyword.to_owned());
         }
-        None => {
-            let message = error.lines().next().unwrap_or(error);
-            ConstraintError::Invalid {
-                message: message.to_owned(),
-            }
-        }
+    }
+    let message = error.lines().next().unwrap_or(error);
+    ConstraintError::Invalid {
+        message: message.to_owned(),
     }
 }
 

@@ -31,11 +31,11 @@ impl ModelTokEnv {
     /// Never for a tokenizer with at least one end token; a vocabulary without one is
     /// given token 0 as its end (and cannot end a constrained generation early).
     #[must_use]
-    pub fn new(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
+    pub fn canonical(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
         Self::build(tokenizer, true)
     }
 
-    /// Like [`ModelTokEnv::new`], but declaring the tokenization non-canonical: llguidance
+    /// Like [`ModelTokEnv::canonical`], but declaring the tokenization non-canonical: llguidance
     /// then forces no tokens and its masks allow every tokenization of the allowed bytes.
     /// Used to walk arbitrary token sequences (benchmarks), never for generation.
     #[must_use]

@@ -53,7 +53,7 @@ impl LocalModel {
         };
         let model = Model::load(&path)?;
         let tokenizer = model.tokenizer();
-        let tok_env = ModelTokEnv::new(tokenizer.clone());
+        let tok_env = ModelTokEnv::canonical(tokenizer.clone());
         let constrainer = Constrainer::new(tok_env, &CompileOptions::default())?;
         // A model without a usable template is still usable with raw prompts.
         let template = model.chat_template().ok().map(Arc::new);

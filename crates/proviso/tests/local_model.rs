@@ -321,3 +321,33 @@ fn truncation_is_length_not_a_value() {
     assert_eq!(generation.stop_reason, StopReason::Length);
     assert_eq!(generation.tokens.len(), 8);
 }
+
+#[test]
+fn compile_limits_stop_oversized_grammars_in_bounded_time() {
+    // 3,000 required properties, each with its own pattern, against tight limits on grammar
+    // size and lexer-construction work: refused quickly with a clear error, never compiled
+    // slowly or half-way.
+    let properties: serde_json::Map<String, Value> = (0..3000)
+        .map(|i| {
+            (
+                format!("field_{i}"),
+                json!({"type": "string", "pattern": format!("^x{i}[a-z]{{2,9}}$")}),
+            )
+        })
+        .collect();
+    let names: Vec<&String> = properties.keys().collect();
+    let schema = json!({"type": "object", "properties": properties, "required": names});
+    let mut options = CompileOptions::default();
+    options.limits.max_grammar_size = 20_000;
+    options.limits.initial_lexer_fuel = 10_000;
+    let start = std::time::Instant::now();
+    let err = local()
+        .compile(&ConstraintSpec::JsonSchema(schema), &options)
+        .unwrap_err();
+    assert!(matches!(err, ConstraintError::Invalid { .. }), "{err}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -1,0 +1,85 @@
+//! The runners on small slices of their workloads, with the real default model's tokenizer.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use proviso::decode::{CompileOptions, Constrainer, ModelTokEnv};
+use proviso::LocalModel;
+use proviso_eval::{decode_bench, maskbench};
+use serde_json::json;
+
+fn local() -> &'static LocalModel {
+    static LOCAL: OnceLock<LocalModel> = OnceLock::new();
+    LOCAL.get_or_init(|| LocalModel::open(None, &mut |_| {}).unwrap())
+}
+
+fn maskbench_dir() -> PathBuf {
+    let shared = std::env::var_os("PROVISO_SHARED").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        PathBuf::from,
+    );
+    shared.join("data/maskbench")
+}
+
+#[test]
+fn maskbench_slice_has_no_defects() {
+    let constrainer = Constrainer::new(
+        ModelTokEnv::any_tokenization(local().tokenizer().clone()),
+        &CompileOptions::default(),
+    )
+    .unwrap();
+    let options = maskbench::Options {
+        limit: Some(40),
+        filter: Some("Github_easy".into()),
+        relax: true,
+    };
+    let report = maskbench::run(&maskbench_dir(), &constrainer, &options, &mut |_, _| {}).unwrap();
+    println!("{}", report.markdown());
+    assert_eq!(report.schemas, 40);
+    assert!(report.defects.is_empty(), "{:?}", report.defects);
+    assert!(report.valid_instances > 0 && report.invalid_instances > 0);
+    // Every schema the grammar serves must accept (nearly) all of its valid instances.
+    assert!(
+        report.valid_accepted * 10 >= report.valid_instances * 9,
+        "{} of {}",
+        report.valid_accepted,
+        report.valid_instances
+    );
+    assert!(report.mask_us.p50 > 0.0);
+}
+
+#[test]
+fn decode_bench_modes_all_produce_valid_objects() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "tool": {"enum": ["search_trials", "get_arm", "get_document"]},
+            "arguments": {
+                "type": "object",
+                "properties": {"trial_id": {"type": "string", "pattern": "^NCT[0-9]{8}$"}},
+                "required": ["trial_id"],
+                "additionalProperties": false
+            }
+        },
+        "required": ["tool", "arguments"],
+        "additionalProperties": false
+    });
+    let report = decode_bench::run(
+        local(),
+        &schema,
+        "Get the arms of trial NCT04123456.",
+        120,
+        1,
+    )
+    .unwrap();
+    println!("{}", report.markdown());
+    assert_eq!(report.rows.len(), 4);
+    let constrained = &report.rows[0];
+    assert!(constrained.valid, "{constrained:?}");
+    assert!(constrained.forced_tokens > 0);
+    assert!(constrained.forward_passes < constrained.tokens);
+    // The unconstrained replay writes the very same object.
+    assert_eq!(report.rows[2].output, constrained.output);
+}
