@@ -18,7 +18,8 @@ use crate::rejection::{Location, Violation};
 #[derive(Debug, Clone)]
 pub struct SchemaOptions {
     /// Assert `format` (dates, e-mail addresses, ...) instead of treating it as an annotation.
-    /// On by default: a contract that names a format means it.
+    /// On by default: a contract that names a format means it, and a format the validator
+    /// does not know is then an error when the contract is built.
     pub validate_formats: bool,
     /// Accept keywords that are not part of Draft 2020-12 (they then constrain nothing).
     /// Off by default; keywords starting with `x-` are always accepted as extensions.
@@ -85,6 +86,8 @@ impl CompiledSchema {
         }
         let validator = builder
             .should_validate_formats(options.validate_formats)
+            // A format the validator does not know would be asserted by nobody: refuse it.
+            .should_ignore_unknown_formats(!options.validate_formats)
             .with_retriever(Resources(options.resources.clone()))
             .build(schema)
             .map_err(|e| ContractError::InvalidSchema {

@@ -36,9 +36,11 @@ pub struct CompileOptions {
     /// instead of refusing them. The caller must then verify the output against the full
     /// schema; [`Compiled::verified_only`] lists what the grammar did not enforce.
     pub relax: bool,
-    /// Most whitespace characters allowed between two JSON tokens. Bounded so that a model
-    /// cannot loop on whitespace; JSON needs none at all.
-    pub max_json_whitespace: usize,
+    /// Whitespace in JSON output. `None` (the default) fixes it: `", "` between items,
+    /// `": "` after keys, nothing else, so the model cannot loop on whitespace and all the
+    /// punctuation between values is forced (fed in one batch, no sampling). `Some(n)` allows
+    /// up to `n` whitespace characters in each gap instead, for pretty-printed output.
+    pub max_json_whitespace: Option<usize>,
     /// Bounds on grammar size and per-token work, so that a pathological schema fails in
     /// bounded time instead of stalling generation.
     pub limits: ParserLimits,
@@ -48,7 +50,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         Self {
             relax: false,
-            max_json_whitespace: 12,
+            max_json_whitespace: None,
             limits: ParserLimits {
                 max_grammar_size: 200_000,
                 initial_lexer_fuel: 1_000_000,
@@ -196,15 +198,21 @@ impl Constrainer {
                         _ => serde_json::json!({"not": {}}),
                     };
                 }
-                JsonCompileOptions {
-                    whitespace_pattern: Some(format!(
-                        r"[\x20\x0A\x0D\x09]{{1,{}}}",
-                        options.max_json_whitespace.max(1)
-                    )),
-                    lenient: options.relax,
-                    ..JsonCompileOptions::default()
-                }
-                .apply_to(&mut schema);
+                let json_options = match options.max_json_whitespace {
+                    None => JsonCompileOptions {
+                        whitespace_flexible: false,
+                        item_separator: ", ".into(),
+                        key_separator: ": ".into(),
+                        lenient: options.relax,
+                        ..JsonCompileOptions::default()
+                    },
+                    Some(n) => JsonCompileOptions {
+                        whitespace_pattern: Some(format!(r"[\x20\x0A\x0D\x09]{{1,{}}}", n.max(1))),
+                        lenient: options.relax,
+                        ..JsonCompileOptions::default()
+                    },
+                };
+                json_options.apply_to(&mut schema);
                 TopLevelGrammar::from_json_schema(schema)
             }
             ConstraintSpec::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),

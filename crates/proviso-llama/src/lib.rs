@@ -77,8 +77,13 @@ pub struct RunOptions {
 }
 
 impl Default for RunOptions {
+    /// Threads: `$PROVISO_THREADS`, else one per available core.
     fn default() -> Self {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = std::env::var("PROVISO_THREADS")
+            .ok()
+            .and_then(|t| t.parse::<usize>().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
         Self {
             n_ctx: 4096,
             n_threads: i32::try_from(threads).unwrap_or(2),

@@ -180,8 +180,10 @@ fn any_of_and_pattern() {
 
 #[test]
 fn recursive_ref() {
-    // Leaves are bounded integers: a 135M model left free will happily write a 300-digit
-    // number or nest forever, and a grammar guarantees shape, not termination.
+    // `op` refers to itself through its arguments. The root's arguments must be operations,
+    // so the output nests at least once; leaves are bounded integers, because a 135M model
+    // left free will happily write a 300-digit number, and a grammar guarantees shape, not
+    // termination.
     let value = assert_schema_holds(
         json!({
             "$defs": {
@@ -203,17 +205,22 @@ fn recursive_ref() {
                     "additionalProperties": false
                 }
             },
-            "$ref": "#/$defs/op"
+            "type": "object",
+            "properties": {
+                "op": {"enum": ["+", "*"]},
+                "args": {"type": "array", "items": {"$ref": "#/$defs/op"}, "minItems": 2, "maxItems": 2}
+            },
+            "required": ["op", "args"],
+            "additionalProperties": false
         }),
-        "Write 1 + 2 * 3 as an expression tree in JSON.",
+        "Write (1 + 2) * (3 + 4) as an expression tree in JSON.",
     );
-    // The recursion was exercised: some argument is itself an operation.
     assert!(
         value["args"]
             .as_array()
             .unwrap()
             .iter()
-            .any(Value::is_object),
+            .all(Value::is_object),
         "{value}"
     );
 }
