@@ -147,3 +147,80 @@ fn a_schema_with_an_unknown_keyword_is_refused() {
         "{stderr}"
     );
 }
+
+/// Generation on the real default model (fetched on first use).
+#[test]
+fn generate_under_a_choice_list() {
+    let (code, stdout, stderr) = proviso(
+        &[
+            "generate",
+            "--choice",
+            "read,compute,mutate",
+            "Which class is a database write?",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        ["read", "compute", "mutate"].contains(&stdout.trim()),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn generate_refuses_an_unenforceable_keyword_by_name() {
+    let dir = std::env::temp_dir().join(format!("proviso-cli-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("not.json");
+    std::fs::write(&schema, r#"{"type": "string", "not": {"const": "x"}}"#).unwrap();
+    let (code, stdout, stderr) = proviso(
+        &[
+            "generate",
+            "--schema",
+            schema.to_str().unwrap(),
+            "Say something.",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("`not`") && stderr.contains("--relax"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn generate_checks_its_output_with_the_gates() {
+    let (code, stdout, stderr) = proviso(
+        &[
+            "generate",
+            "--schema",
+            "examples/contracts/trial-agent.schema.json",
+            "--stats",
+            "Which arms of trial NCT04123456 were terminated?",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stats = &lines.iter().find(|l| l.get("stats").is_some()).unwrap()["stats"];
+    let verdict = &lines.iter().find(|l| l.get("verdict").is_some()).unwrap()["verdict"];
+    assert_eq!(verdict["accepted"], true, "{stdout}");
+    assert_eq!(stats["stop_reason"], "grammar_complete");
+    assert!(stats["forced_tokens"].as_u64().unwrap() > 0);
+    for key in [
+        "prompt_tokens",
+        "generated_tokens",
+        "mask_mean_us",
+        "mask_p99_us",
+        "forward_mean_ms",
+        "total_ms",
+    ] {
+        assert!(stats.get(key).is_some(), "{key} missing from {stats}");
+    }
+}

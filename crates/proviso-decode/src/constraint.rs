@@ -262,8 +262,10 @@ impl Constrainer {
 }
 
 /// Drops proviso's own `x-proviso` declaration (and other `x-` extensions) at the root: they
-/// are instructions for the gates, not constraints on the text.
-fn strip_extensions(schema: &Value) -> Value {
+/// are instructions for the gates, not constraints on the text, and other grammar compilers
+/// (llama.cpp's, for one) do not know them.
+#[must_use]
+pub fn strip_extensions(schema: &Value) -> Value {
     match schema {
         Value::Object(map) => Value::Object(
             map.iter()

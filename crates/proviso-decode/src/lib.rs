@@ -14,7 +14,9 @@ mod sample;
 mod tokenizer;
 
 pub use chat::{ChatTemplate, Message, TemplateError};
-pub use constraint::{CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec};
+pub use constraint::{
+    strip_extensions, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
+};
 pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
 pub use generate::{GenerateError, GenerateOptions, Generation, Generator, Stats, StopReason};
 pub use llguidance;

@@ -13,8 +13,8 @@
 use std::time::{Duration, Instant};
 
 use proviso::decode::{
-    CompileOptions, ConstraintSpec, Engine, GenerateOptions, Generator, Message, Sampler, Sampling,
-    Stats, TokenId,
+    strip_extensions, CompileOptions, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
+    Sampler, Sampling, Stats, TokenId,
 };
 use proviso::llama::{Model, RunOptions};
 use proviso::{Contract, LocalModel};
@@ -214,7 +214,7 @@ pub fn run(
 
     // llama.cpp's grammar sampler on the GBNF it derives from the same schema.
     {
-        let gbnf = Model::json_schema_to_gbnf(&proviso_schema_for_gbnf(schema)).map_err(err)?;
+        let gbnf = Model::json_schema_to_gbnf(&strip_extensions(schema)).map_err(err)?;
         let ends = local.tokenizer().end_tokens();
         let mut walls = Vec::new();
         let mut rates = Vec::new();
@@ -282,19 +282,6 @@ pub fn run(
         rows,
         repeats,
     })
-}
-
-/// llama.cpp's converter does not know proviso's `x-` extensions; drop them at the root.
-fn proviso_schema_for_gbnf(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !k.starts_with("x-"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }
 
 impl Report {

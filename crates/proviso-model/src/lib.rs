@@ -275,7 +275,9 @@ pub fn extract(
     let mut member = archive
         .by_name(spec.member)
         .map_err(|e| bad(format!("{}: {e}", spec.member)))?;
-    let partial = destination.with_extension("partial");
+    // Per-process name: concurrent fetches (parallel tests, two shells) each write their own
+    // file and the atomic rename makes the last verified one win.
+    let partial = destination.with_extension(format!("partial-{}", std::process::id()));
     let out =
         File::create(&partial).map_err(io_error(format!("creating {}", partial.display())))?;
     let mut out = BufWriter::new(out);
