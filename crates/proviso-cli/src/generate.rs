@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use proviso::decode::{
-    CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message, Sampling, StopReason,
+    CompileOptions, ConstraintSpec, GenerateOptions, Generation, Generator, Message, Sampling,
+    StopReason,
 };
 use proviso::llama::RunOptions;
 use proviso::LocalModel;
@@ -128,74 +129,76 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
     messages.push(Message::new("user", args.prompt.clone()));
 
     let attempts = if args.relax { args.attempts.max(1) } else { 1 };
-    let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
-    for attempt in 1..=attempts {
-        let prompt = local.prompt(&messages)?;
-        let generation = generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
-        let text = generation.text();
-        let verdict = contract.as_ref().map(|(_, contract)| {
-            // The generation is judged exactly as a provider response would be: a cut-off
-            // output is `incomplete_response` at the transport gate, never parsed.
-            let envelope = json!({"choices": [{"index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": generation.stop_reason.finish_reason()}]});
-            contract.check_envelope(envelope.to_string().as_bytes())
-        });
-        let accepted = verdict.as_ref().is_none_or(proviso::Verdict::accepted);
-        if accepted || attempt == attempts {
-            writeln!(stdout, "{text}")?;
-            stdout.flush()?;
-        }
-        if args.stats {
-            let mut stats = generation.stats.summary();
-            stats["stop_reason"] = json!(generation.stop_reason);
-            stats["attempt"] = json!(attempt);
-            if let Some(compiled) = &compiled {
-                stats["compile_ms"] = json!(compiled.compile_time().as_secs_f64() * 1e3);
-            }
-            if let (Some((document, _)), Some(compiled)) = (&contract, &compiled) {
-                let verified_only: Vec<&String> = compiled.verified_only().iter().collect();
-                let enforced: Vec<String> = proviso::assertion_keywords(document)
-                    .into_iter()
-                    .filter(|k| !verified_only.contains(&k))
-                    .collect();
-                stats["enforced_during_decoding"] = json!(enforced);
-                stats["verified_after_decoding"] = json!(verified_only);
-            }
-            writeln!(stderr, "{}", json!({"stats": stats}))?;
-        }
-        if let Some(verdict) = &verdict {
-            writeln!(stderr, "{}", json!({"verdict": verdict}))?;
-            if !verdict.accepted() {
-                if attempt < attempts {
-                    if let Some(rejection) = verdict.rejection() {
-                        // Show the model its own output and the gate's reason, then retry.
-                        messages.push(Message::new("assistant", text.clone()));
-                        messages.push(Message::new(
-                            "user",
-                            format!(
-                                "That output was rejected by the {} gate ({}): {}. Answer again.",
-                                rejection.gate(),
-                                rejection.code(),
-                                rejection.message()
-                            ),
-                        ));
+    let mut report =
+        |attempt: usize, generation: &Generation, verdict: Option<&proviso::Verdict>| {
+            // Diagnostics are best effort: a closed stderr must not fail the generation.
+            if args.stats {
+                let mut stats = generation.stats.summary();
+                stats["stop_reason"] = json!(generation.stop_reason);
+                stats["attempt"] = json!(attempt);
+                if let Some(compiled) = &compiled {
+                    stats["compile_ms"] = json!(compiled.compile_time().as_secs_f64() * 1e3);
+                    if let Some((document, _)) = &contract {
+                        let verified_only = compiled.verified_only();
+                        let enforced: Vec<String> = proviso::assertion_keywords(document)
+                            .into_iter()
+                            .filter(|k| !verified_only.contains(k))
+                            .collect();
+                        stats["enforced_during_decoding"] = json!(enforced);
+                        stats["verified_after_decoding"] = json!(verified_only);
                     }
-                    continue;
                 }
-                return Ok(ExitCode::from(1));
+                let _ = writeln!(stderr, "{}", json!({"stats": stats}));
             }
-        }
-        if generation.stop_reason == StopReason::Length && compiled.is_some() {
-            writeln!(
-                stderr,
-                "proviso: the output was cut at --max-tokens {} before the grammar completed",
-                args.max_tokens
+            if let Some(verdict) = verdict {
+                let _ = writeln!(stderr, "{}", json!({"verdict": verdict}));
+            }
+        };
+    let (generation, accepted) = match (&contract, &compiled) {
+        (Some((_, contract)), Some(compiled)) => {
+            let checked = local.generate_checked(
+                &mut generator,
+                contract,
+                compiled,
+                &messages,
+                &generate_options,
+                attempts,
+                &mut |attempt, generation, verdict| report(attempt, generation, Some(verdict)),
             )?;
-            return Ok(ExitCode::from(1));
+            let accepted = checked.verdict.accepted();
+            (checked.generation, accepted)
         }
-        return Ok(ExitCode::SUCCESS);
+        _ => {
+            let prompt = local.prompt(&messages)?;
+            let generation = generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
+            report(1, &generation, None);
+            // A constrained output cut before the grammar completed is not a result.
+            let complete = compiled.is_none() || generation.stop_reason != StopReason::Length;
+            (generation, complete)
+        }
+    };
+    if !accepted && contract.is_some() {
+        // Nothing that failed the contract goes to stdout, where a script would take it for
+        // a result; the raw output is kept on stderr for inspection.
+        let mut stderr = std::io::stderr().lock();
+        writeln!(stderr, "{}", json!({"rejected_output": generation.text()}))?;
+        return Ok(ExitCode::from(1));
     }
-    Ok(ExitCode::from(1))
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", generation.text())?;
+    stdout.flush()?;
+    if !accepted {
+        let mut stderr = std::io::stderr().lock();
+        writeln!(
+            stderr,
+            "proviso: the output was cut at --max-tokens {} before the grammar completed",
+            args.max_tokens
+        )?;
+    }
+    Ok(if accepted {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -36,4 +36,4 @@ pub mod model {
 #[cfg(feature = "local")]
 mod local;
 #[cfg(feature = "local")]
-pub use local::{LocalError, LocalModel};
+pub use local::{judge, CheckedGeneration, LocalError, LocalModel};

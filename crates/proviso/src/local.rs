@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use proviso_contract::{Contract, Verdict};
 use proviso_decode::{
-    ChatTemplate, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec, Message,
-    ModelTokEnv, TokenId, Tokenizer,
+    ChatTemplate, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
+    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, TokenId,
+    Tokenizer,
 };
 use proviso_llama::{LlamaEngine, LlamaError, Model, RunOptions};
 use proviso_model::{FetchError, FetchEvent, DEFAULT_MODEL};
@@ -25,6 +27,30 @@ pub enum LocalError {
     /// The tokenizer cannot carry constraints.
     #[error(transparent)]
     Constraint(#[from] ConstraintError),
+    /// Generation failed.
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
+}
+
+/// A generation the contract's gates have judged.
+#[derive(Debug, Clone)]
+pub struct CheckedGeneration {
+    /// The last generation.
+    pub generation: Generation,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Which attempt it was (1-based).
+    pub attempt: usize,
+}
+
+/// Judges a finished generation exactly as a provider response: a generation cut by the token
+/// budget is `incomplete_response` at the transport gate and is never parsed.
+#[must_use]
+pub fn judge(contract: &Contract, generation: &Generation) -> Verdict {
+    let envelope = serde_json::json!({"choices": [{"index": 0,
+        "message": {"role": "assistant", "content": generation.text()},
+        "finish_reason": generation.stop_reason.finish_reason()}]});
+    contract.check_envelope(envelope.to_string().as_bytes())
 }
 
 /// A loaded model with everything constrained generation needs.
@@ -110,6 +136,56 @@ impl LocalModel {
     /// [`LocalError::Llama`] when the context cannot be created.
     pub fn engine(&self, options: RunOptions) -> Result<LlamaEngine, LocalError> {
         Ok(self.model.engine(options)?)
+    }
+
+    /// Generates under `compiled` until `contract`'s gates accept, at most `attempts` times.
+    /// Each retry shows the model its rejected output and the gate's reason as a new user
+    /// turn. This is how `relax` stays safe: the grammar enforced a superset, the gates enforce
+    /// the rest, and nothing that fails the full contract is returned as accepted.
+    /// `on_attempt` sees every generation and its verdict.
+    ///
+    /// # Errors
+    ///
+    /// [`LocalError`] when the prompt cannot be rendered or generation fails.
+    #[allow(clippy::too_many_arguments)] // Each argument is a separate, required choice.
+    pub fn generate_checked<E: proviso_decode::Engine>(
+        &self,
+        generator: &mut Generator<E>,
+        contract: &Contract,
+        compiled: &Compiled,
+        messages: &[Message],
+        options: &GenerateOptions,
+        attempts: usize,
+        on_attempt: &mut dyn FnMut(usize, &Generation, &Verdict),
+    ) -> Result<CheckedGeneration, LocalError> {
+        let mut messages = messages.to_vec();
+        let attempts = attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let prompt = self.prompt(&messages)?;
+            let generation = generator.generate(&prompt, Some(compiled), options)?;
+            let verdict = judge(contract, &generation);
+            on_attempt(attempt, &generation, &verdict);
+            let retry = match verdict.rejection() {
+                Some(rejection) if attempt < attempts => Some(format!(
+                    "That output was rejected by the {} gate ({}): {}. Answer again.",
+                    rejection.gate(),
+                    rejection.code(),
+                    rejection.message()
+                )),
+                _ => None,
+            };
+            let Some(feedback) = retry else {
+                return Ok(CheckedGeneration {
+                    generation,
+                    verdict,
+                    attempt,
+                });
+            };
+            messages.push(Message::new("assistant", generation.text()));
+            messages.push(Message::new("user", feedback));
+            attempt += 1;
+        }
     }
 
     /// The prompt tokens for `messages`, rendered with the model's chat template (or, for a

@@ -293,12 +293,43 @@ fn unenforceable_keywords_are_refused_or_relaxed() {
     };
     let compiled = local().compile(&spec, &relaxed).unwrap();
     assert_eq!(compiled.verified_only(), ["uniqueItems".to_owned()]);
-    // Whatever the superset grammar lets through, the gates hold the full schema.
-    let generation = generate(&spec, "Tag this with a and b.", &relaxed);
+    // Whatever the superset grammar lets through, the gates hold the full schema, with
+    // bounded regenerations that show the model each rejection.
     let contract = Contract::builder(schema).build().unwrap();
-    let verdict = contract.check_text(generation.text().as_bytes());
-    if !verdict.accepted() {
-        assert_eq!(verdict.code(), "schema_unique_items", "{verdict:?}");
+    let mut generator = Generator::new(local().engine(run_options()).unwrap(), local().tokenizer());
+    let mut seen = Vec::new();
+    let checked = local()
+        .generate_checked(
+            &mut generator,
+            &contract,
+            &compiled,
+            &[Message::new(
+                "user",
+                "Tag this three times with a: a, a, a.",
+            )],
+            &GenerateOptions::default(),
+            3,
+            &mut |attempt, generation, verdict| {
+                seen.push((attempt, generation.text(), verdict.code().to_owned()));
+            },
+        )
+        .unwrap();
+    assert!(
+        checked.attempt <= 3 && seen.len() == checked.attempt,
+        "{seen:?}"
+    );
+    for (_, text, code) in &seen {
+        // Every attempt is either accepted by the full schema or rejected for exactly the
+        // keyword the grammar did not enforce.
+        let verdict = contract.check_text(text.as_bytes());
+        assert_eq!(verdict.code(), code);
+        assert!(
+            verdict.accepted() || code == "schema_unique_items",
+            "{seen:?}"
+        );
+    }
+    if seen.len() < 3 {
+        assert!(checked.verdict.accepted());
     }
 }
 
