@@ -297,19 +297,17 @@ impl Serialize for Verdict {
                 }
             }
         }
-        let gates: BTreeMap<&str, GateStatus> =
-            self.gates.iter().map(|(g, s)| (g.as_str(), *s)).collect();
-        map.serialize_entry("gates", &OrderedGates(&self.gates, gates.len()))?;
+        map.serialize_entry("gates", &OrderedGates(&self.gates))?;
         map.end()
     }
 }
 
 /// Serializes the gate list as an object in pipeline order.
-struct OrderedGates<'a>(&'a [(Gate, GateStatus)], usize);
+struct OrderedGates<'a>(&'a [(Gate, GateStatus)]);
 
 impl Serialize for OrderedGates<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.1))?;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
         for (gate, status) in self.0 {
             map.serialize_entry(gate.as_str(), status)?;
         }
@@ -542,9 +540,7 @@ impl Contract {
                 match transport::open_envelope(&envelope) {
                     Ok(payload) => payload,
                     Err(rejection) => {
-                        let location = rejection.location().clone().with_text_position(bytes);
-                        let rejection = relocate(rejection, location);
-                        return progress.reject(rejection);
+                        return progress.reject(rejection.with_text_position(bytes));
                     }
                 }
             }
@@ -578,10 +574,9 @@ impl Contract {
                     match proviso_json::parse(text.as_bytes(), &self.parse) {
                         Ok(v) => v,
                         Err(e) => {
-                            return progress.reject(
-                                parse_rejection(&e)
-                                    .with_pointer(&format!("{}/function/arguments", call.pointer)),
-                            )
+                            return progress.reject(parse_rejection(&e).with_instance_path(
+                                &format!("{}/function/arguments", call.pointer),
+                            ))
                         }
                     }
                 }
@@ -763,8 +758,7 @@ impl Contract {
                     Value::Object(call.arguments().clone()),
                     &base,
                 ) {
-                    let location = r.location().clone().with_text_position(text);
-                    return progress.reject(relocate(r, location));
+                    return progress.reject(r.with_text_position(text));
                 }
             }
         }
@@ -820,20 +814,6 @@ impl Contract {
     }
 }
 
-fn relocate(rejection: Rejection, location: Location) -> Rejection {
-    let mut out = Rejection::new(
-        rejection.gate(),
-        rejection.code(),
-        rejection.message(),
-        location,
-    )
-    .with_next_step(rejection.next_step());
-    if let Some(refusal) = rejection.refusal() {
-        out = out.with_refusal(refusal.to_owned());
-    }
-    out
-}
-
 fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
     let location = Location::at(e.position());
     match e.kind() {
@@ -860,17 +840,5 @@ fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
                 .with_violations(vec![at(*first, "first"), at(e.position(), "second")])
         }
         _ => Rejection::new(Gate::Parse, e.code(), e.message(), location),
-    }
-}
-
-trait WithPointer {
-    fn with_pointer(self, pointer: &str) -> Self;
-}
-
-impl WithPointer for Rejection {
-    fn with_pointer(self, pointer: &str) -> Self {
-        let mut location = self.location().clone();
-        location.instance_path = Some(pointer.to_owned());
-        relocate(self, location)
     }
 }

@@ -203,6 +203,22 @@ impl Rejection {
         self
     }
 
+    /// Adds line and column (from `text`) to the location and to every violation.
+    pub(crate) fn with_text_position(mut self, text: &[u8]) -> Self {
+        let inner = &mut *self.0;
+        inner.location = std::mem::take(&mut inner.location).with_text_position(text);
+        for violation in &mut inner.violations {
+            violation.location = std::mem::take(&mut violation.location).with_text_position(text);
+        }
+        self
+    }
+
+    /// Points the rejection at `pointer` in the instance.
+    pub(crate) fn with_instance_path(mut self, pointer: &str) -> Self {
+        self.0.location.instance_path = Some(pointer.to_owned());
+        self
+    }
+
     pub(crate) fn with_violations(mut self, violations: Vec<Violation>) -> Self {
         self.0.violations = violations;
         self
