@@ -229,6 +229,19 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// A verdict assembled by another pipeline over the same gates (tool calls, for one):
+    /// `gates` lists each gate that ran, in order, and how it went. A rejection's gate is
+    /// marked failed if the list does not already say so.
+    #[must_use]
+    pub fn from_parts(mut gates: Vec<(Gate, GateStatus)>, outcome: Result<Intent, Rejection>) -> Self {
+        if let Err(rejection) = &outcome {
+            if !gates.iter().any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed) {
+                gates.push((rejection.gate(), GateStatus::Failed));
+            }
+        }
+        Self { outcome, gates }
+    }
+
     /// Whether every gate passed.
     #[must_use]
     pub fn accepted(&self) -> bool {
@@ -814,7 +827,7 @@ impl Contract {
     }
 }
 
-fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
+pub(crate) fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
     let location = Location::at(e.position());
     match e.kind() {
         // Both places a duplicated key was written are reported, first one first.

@@ -28,7 +28,9 @@ use serde_json::{Map, Value};
 use crate::rejection::{Location, Violation};
 
 /// What a tool does to the world; permissions and budgets key on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum IntentClass {
     /// Reads state; no side effect.
@@ -51,6 +53,17 @@ impl IntentClass {
             "mutate" => Some(Self::Mutate),
             "submit" => Some(Self::Submit),
             _ => None,
+        }
+    }
+
+    /// The class's name as written in declarations.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Compute => "compute",
+            Self::Mutate => "mutate",
+            Self::Submit => "submit",
         }
     }
 }

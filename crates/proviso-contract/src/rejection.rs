@@ -85,7 +85,9 @@ pub struct Location {
 }
 
 impl Location {
-    pub(crate) fn at(position: proviso_json::Position) -> Self {
+    /// A location at a position in the checked text.
+    #[must_use]
+    pub fn at(position: proviso_json::Position) -> Self {
         Self {
             line: Some(position.line),
             column: Some(position.column),
@@ -93,14 +95,18 @@ impl Location {
         }
     }
 
-    pub(crate) fn instance(path: impl Into<String>) -> Self {
+    /// A location at a JSON pointer into the instance.
+    #[must_use]
+    pub fn instance(path: impl Into<String>) -> Self {
         Self {
             instance_path: Some(path.into()),
             ..Self::default()
         }
     }
 
-    pub(crate) fn with_text_position(mut self, text: &[u8]) -> Self {
+    /// Adds line and column, found by following the instance path through `text`.
+    #[must_use]
+    pub fn with_text_position(mut self, text: &[u8]) -> Self {
         if let Some(path) = &self.instance_path {
             if let Some(p) = proviso_json::locate(text, path) {
                 self.line = Some(p.line);
@@ -198,13 +204,16 @@ impl Rejection {
         rejection
     }
 
-    pub(crate) fn with_next_step(mut self, next_step: NextStep) -> Self {
+    /// Sets what the caller should do next.
+    #[must_use]
+    pub fn with_next_step(mut self, next_step: NextStep) -> Self {
         self.0.next_step = next_step;
         self
     }
 
     /// Adds line and column (from `text`) to the location and to every violation.
-    pub(crate) fn with_text_position(mut self, text: &[u8]) -> Self {
+    #[must_use]
+    pub fn with_text_position(mut self, text: &[u8]) -> Self {
         let inner = &mut *self.0;
         inner.location = std::mem::take(&mut inner.location).with_text_position(text);
         for violation in &mut inner.violations {
@@ -214,7 +223,8 @@ impl Rejection {
     }
 
     /// Points the rejection at `pointer` in the instance.
-    pub(crate) fn with_instance_path(mut self, pointer: &str) -> Self {
+    #[must_use]
+    pub fn with_instance_path(mut self, pointer: &str) -> Self {
         self.0.location.instance_path = Some(pointer.to_owned());
         self
     }
@@ -227,6 +237,13 @@ impl Rejection {
     pub(crate) fn with_refusal(mut self, refusal: String) -> Self {
         self.0.refusal = Some(refusal);
         self
+    }
+
+    /// A parse-gate rejection for a strict-JSON error, with its position (and, for a
+    /// duplicated key, both places the key was written).
+    #[must_use]
+    pub fn from_parse_error(error: &proviso_json::ParseError) -> Self {
+        crate::contract::parse_rejection(error)
     }
 
     /// The first gate that failed.

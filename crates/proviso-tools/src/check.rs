@@ -1,0 +1,375 @@
+//! The gates a proposed step passes before anything runs:
+//!
+//! ```text
+//! transport/stop reason → parse (the call format) → schema (declared tool, arguments)
+//!   → policy (argument policies) → permission (role) → budget
+//! ```
+//!
+//! Every call of a step passes every gate before any call of the step may run, so a step
+//! whose second call is refused runs nothing. The verdict has the same shape as a contract's.
+
+use std::sync::Arc;
+
+use proviso_contract::{
+    Gate, GateStatus, Intent, Location, NextStep, Rejection, ToolCall, Verdict, Violation,
+};
+
+use crate::format::{CallFormat, Proposal};
+use crate::policy::{Policy, Usage};
+use crate::registry::Registry;
+
+/// Why the model stopped, as a provider reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Finish {
+    /// A natural end (end of sequence, a stop sequence, or the grammar completed).
+    Stop,
+    /// The token budget ran out: the text is a fragment.
+    Length,
+    /// A content filter removed output.
+    ContentFilter,
+}
+
+impl Finish {
+    /// Reads an OpenAI `finish_reason` (`tool_calls` and `function_call` are natural ends).
+    #[must_use]
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        match reason {
+            "stop" | "tool_calls" | "function_call" | "end_turn" | "stop_sequence" | "tool_use" => {
+                Some(Self::Stop)
+            }
+            "length" | "max_tokens" => Some(Self::Length),
+            "content_filter" => Some(Self::ContentFilter),
+            _ => None,
+        }
+    }
+}
+
+/// Checks proposed steps against one registry, call format and policy.
+#[derive(Debug, Clone)]
+pub struct ToolGate {
+    registry: Arc<Registry>,
+    format: CallFormat,
+    policy: Policy,
+}
+
+impl ToolGate {
+    /// A gate for `format` over `registry` under `policy`.
+    #[must_use]
+    pub fn new(registry: Arc<Registry>, format: CallFormat, policy: Policy) -> Self {
+        Self {
+            registry,
+            format,
+            policy,
+        }
+    }
+
+    /// The registry.
+    #[must_use]
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The call format.
+    #[must_use]
+    pub fn format(&self) -> CallFormat {
+        self.format
+    }
+
+    /// The policy.
+    #[must_use]
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Checks one step the model wrote, given why it stopped and what the run has used so far
+    /// (`usage.steps` counts this step). Accepted calls get ids `call_1`, `call_2`, … in
+    /// written order; the harness may renumber them.
+    #[must_use]
+    pub fn check(&self, text: &str, finish: Finish, usage: &Usage) -> Verdict {
+        let mut gates = Vec::with_capacity(8);
+        // Gate 1: transport.
+        match finish {
+            Finish::Stop => gates.push((Gate::Transport, GateStatus::Passed)),
+            Finish::Length => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "incomplete_response",
+                        "the output was cut off by the token limit; a fragment is never parsed",
+                        Location::default(),
+                    )
+                    .with_next_step(NextStep::RetryWithLargerBudget)),
+                )
+            }
+            Finish::ContentFilter => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "content_filtered",
+                        "the provider's content filter removed output",
+                        Location::default(),
+                    )
+                    .with_next_step(NextStep::Stop)),
+                )
+            }
+        }
+        // Gate 2: parse, in the call format.
+        let proposal = match self.format.parse(text, &self.registry) {
+            Ok(p) => p,
+            Err(rejection) => {
+                if rejection.gate() != Gate::Parse {
+                    gates.push((Gate::Parse, GateStatus::Passed));
+                }
+                return Verdict::from_parts(gates, Err(rejection));
+            }
+        };
+        gates.push((Gate::Parse, GateStatus::Passed));
+        self.check_proposal(proposal, usage, gates)
+    }
+
+    /// Runs the gates from schema on over a parsed proposal (the server uses this for calls
+    /// that arrive already split out of a provider's response).
+    #[must_use]
+    pub fn check_proposal(
+        &self,
+        proposal: Proposal,
+        usage: &Usage,
+        mut gates: Vec<(Gate, GateStatus)>,
+    ) -> Verdict {
+        let Proposal {
+            calls,
+            other,
+            rationale,
+        } = proposal;
+        if calls.is_empty() {
+            for gate in [
+                Gate::Schema,
+                Gate::Application,
+                Gate::Policy,
+                Gate::Permission,
+                Gate::Budget,
+                Gate::Evidence,
+            ] {
+                gates.push((
+                    gate,
+                    if gate == Gate::Schema {
+                        GateStatus::Passed
+                    } else {
+                        GateStatus::NotApplicable
+                    },
+                ));
+            }
+            let intent = other.unwrap_or_else(|| Intent::FinalAnswer {
+                answer: Arc::new(serde_json::Value::String(String::new())),
+                reasoning: rationale,
+            });
+            return Verdict::from_parts(gates, Ok(intent));
+        }
+        // Gate 3: schema. Every call is checked and every violation reported.
+        let mut violations = Vec::new();
+        let mut accepted = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            let Some(tool) = self.registry.get(&call.name) else {
+                let names = self.registry.names();
+                violations.push(Violation {
+                    code: "unknown_tool".into(),
+                    keyword: None,
+                    message: format!(
+                        "`{}` is not a declared tool (declared: {})",
+                        call.name,
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    location: Location::instance(format!("{}/name", call.pointer)),
+                });
+                continue;
+            };
+            let before = violations.len();
+            for mut v in tool.schema().violations(&call.arguments) {
+                v.location.instance_path = Some(format!(
+                    "{}/arguments{}",
+                    call.pointer,
+                    v.location.instance_path.unwrap_or_default()
+                ));
+                violations.push(v);
+            }
+            if violations.len() == before {
+                if let serde_json::Value::Object(arguments) = &call.arguments {
+                    accepted.push((
+                        tool,
+                        ToolCall::new(
+                            Some(format!("call_{}", i + 1)),
+                            call.name.clone(),
+                            arguments.clone(),
+                            tool.spec().class(),
+                        ),
+                        call.pointer.clone(),
+                    ));
+                } else {
+                    violations.push(Violation {
+                        code: "type_mismatch".into(),
+                        keyword: Some("type".into()),
+                        message: "the arguments must be an object".into(),
+                        location: Location::instance(format!("{}/arguments", call.pointer)),
+                    });
+                }
+            }
+        }
+        if !violations.is_empty() {
+            return Verdict::from_parts(
+                gates,
+                Err(Rejection::from_violations(Gate::Schema, violations)),
+            );
+        }
+        gates.push((Gate::Schema, GateStatus::Passed));
+        gates.push((Gate::Application, GateStatus::NotApplicable));
+        // Gate 4: argument policies.
+        let mut violations = Vec::new();
+        let mut any_policy = false;
+        for (tool, call, pointer) in &accepted {
+            for policy in tool.compiled_policies() {
+                any_policy = true;
+                policy.check(
+                    call.arguments(),
+                    &format!("{pointer}/arguments"),
+                    &mut violations,
+                );
+            }
+        }
+        if !violations.is_empty() {
+            return Verdict::from_parts(
+                gates,
+                Err(Rejection::from_violations(Gate::Policy, violations)),
+            );
+        }
+        gates.push((
+            Gate::Policy,
+            if any_policy {
+                GateStatus::Passed
+            } else {
+                GateStatus::NotApplicable
+            },
+        ));
+        // Gate 5: permission.
+        let role = self.policy.caller();
+        let mut violations = Vec::new();
+        for (tool, call, pointer) in &accepted {
+            if !role.permits(call.name(), tool.spec().class()) {
+                violations.push(Violation {
+                    code: "permission_denied".into(),
+                    keyword: None,
+                    message: format!(
+                        "role `{}` may not call `{}` ({} class)",
+                        self.policy.role,
+                        call.name(),
+                        tool.spec().class().as_str()
+                    ),
+                    location: Location::instance(format!("{pointer}/name")),
+                });
+            }
+        }
+        if !violations.is_empty() {
+            return Verdict::from_parts(
+                gates,
+                Err(Rejection::from_violations(Gate::Permission, violations)
+                    .with_next_step(NextStep::Stop)),
+            );
+        }
+        gates.push((Gate::Permission, GateStatus::Passed));
+        // Gate 6: budget.
+        if let Some(rejection) = self.budget(&accepted, usage) {
+            return Verdict::from_parts(gates, Err(rejection));
+        }
+        gates.push((Gate::Budget, GateStatus::Passed));
+        gates.push((Gate::Evidence, GateStatus::NotApplicable));
+        let calls = accepted.into_iter().map(|(_, call, _)| call).collect();
+        Verdict::from_parts(gates, Ok(Intent::ToolRequest { calls, rationale }))
+    }
+
+    fn budget(
+        &self,
+        calls: &[(&crate::registry::Tool, ToolCall, String)],
+        usage: &Usage,
+    ) -> Option<Rejection> {
+        let budget = &self.policy.budget;
+        let n = calls.len() as u64;
+        let cost: u64 = calls
+            .iter()
+            .map(|(t, _, _)| u64::from(t.spec().call_cost()))
+            .sum();
+        let over = |code: &str, message: String| {
+            Some(
+                Rejection::new(Gate::Budget, code, message, Location::default())
+                    .with_next_step(NextStep::Stop),
+            )
+        };
+        if let Some(max) = budget.max_calls_per_step {
+            if n > max {
+                return Some(
+                    Rejection::new(
+                        Gate::Budget,
+                        "too_many_calls_in_step",
+                        format!("the step makes {n} calls; at most {max} are allowed in one step"),
+                        Location::instance(
+                            calls
+                                .get(max as usize)
+                                .map_or(String::new(), |c| c.2.clone()),
+                        ),
+                    )
+                    .with_next_step(NextStep::Retry),
+                );
+            }
+        }
+        if let Some(max) = budget.max_tool_calls {
+            if usage.tool_calls + n > max {
+                return over(
+                    "tool_call_budget_exhausted",
+                    format!(
+                        "{} tool calls already ran; {n} more would exceed the budget of {max}",
+                        usage.tool_calls
+                    ),
+                );
+            }
+        }
+        if let Some(max) = budget.max_cost {
+            if usage.cost + cost > max {
+                return over("cost_budget_exhausted", format!(
+                    "{} cost units already spent; this step costs {cost}, over the budget of {max}", usage.cost));
+            }
+        }
+        if let Some(max) = budget.max_steps {
+            if usage.steps > max {
+                return over(
+                    "step_budget_exhausted",
+                    format!("step {} exceeds the budget of {max} steps", usage.steps),
+                );
+            }
+        }
+        if let Some(max) = budget.max_tokens {
+            if usage.tokens > max {
+                return over(
+                    "token_budget_exhausted",
+                    format!(
+                        "{} tokens generated, over the budget of {max}",
+                        usage.tokens
+                    ),
+                );
+            }
+        }
+        if let Some(max) = budget.max_wall_ms {
+            if usage.wall_ms > max {
+                return over(
+                    "time_budget_exhausted",
+                    format!("{} ms elapsed, over the budget of {max} ms", usage.wall_ms),
+                );
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,258 @@
+//! Call formats: how a model writes a tool call, the grammar that holds it to that, and the
+//! parser that reads it back.
+//!
+//! | format | a call looks like | parallel calls | other intents |
+//! |---|---|---|---|
+//! | `envelope` | `{"reasoning": "...", "intent": "tool_request", "tool": "get_arm", "arguments": {...}}` | `"calls": [...]` | all five |
+//! | `hermes` | `<tool_call>\n{"name": "get_arm", "arguments": {...}}\n</tool_call>` | several blocks | text is the answer |
+//! | `llama3` | `{"name": "get_arm", "parameters": {...}}` | no | text is the answer |
+//! | `pythonic` | `[get_arm(trial_id="NCT04123456")]` | `[f(...), g(...)]` | text is the answer |
+//!
+//! Each format's grammar is compiled from the registry: the tool name is one of the declared
+//! names and each tool's arguments follow that tool's own schema. Each format's parser reads
+//! what the grammar allows back into the same typed proposal, and is strict: it never repairs,
+//! and a delimiter inside a string value is data, not structure.
+
+mod json_formats;
+pub mod pythonic;
+
+use std::fmt;
+use std::str::FromStr;
+
+use proviso_contract::{Intent, Rejection};
+use serde_json::Value;
+
+use crate::error::ToolError;
+use crate::registry::Registry;
+
+/// How the model writes calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallFormat {
+    /// proviso's intent envelope: JSON, a free `reasoning` string first, then the intent.
+    Envelope,
+    /// Hermes-style `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks.
+    Hermes,
+    /// Llama 3.1 JSON tool calling: one `{"name": ..., "parameters": ...}` object.
+    Llama3,
+    /// Pythonic calls: `[get_arm(trial_id="NCT04123456")]`.
+    Pythonic,
+}
+
+impl CallFormat {
+    /// Every format.
+    pub const ALL: [Self; 4] = [Self::Envelope, Self::Hermes, Self::Llama3, Self::Pythonic];
+
+    /// The format's name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Envelope => "envelope",
+            Self::Hermes => "hermes",
+            Self::Llama3 => "llama3",
+            Self::Pythonic => "pythonic",
+        }
+    }
+
+    /// Whether one step may carry several calls.
+    #[must_use]
+    pub fn allows_parallel(self) -> bool {
+        !matches!(self, Self::Llama3)
+    }
+
+    /// The grammar for a step in this format.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::FormatUnsupported`] naming a schema construct the format's grammar cannot
+    /// express, or [`ToolError::Declaration`] for a named tool choice that is not declared.
+    pub fn grammar(
+        self,
+        registry: &Registry,
+        options: &GrammarOptions,
+    ) -> Result<CallGrammar, ToolError> {
+        if let ToolChoice::Named(name) = &options.choice {
+            if registry.get(name).is_none() {
+                return Err(ToolError::Declaration {
+                    tool: name.clone(),
+                    pointer: String::new(),
+                    message: "the tool choice names a tool that is not declared".into(),
+                });
+            }
+        }
+        if registry.is_empty() && options.choice.forces_call() {
+            return Err(ToolError::Declaration {
+                tool: String::new(),
+                pointer: String::new(),
+                message: "a call is required but no tool is declared".into(),
+            });
+        }
+        match self {
+            Self::Envelope => Ok(json_formats::envelope_grammar(registry, options)),
+            Self::Hermes => Ok(json_formats::hermes_grammar(registry, options)),
+            Self::Llama3 => Ok(json_formats::llama3_grammar(registry, options)),
+            Self::Pythonic => pythonic::grammar(registry, options),
+        }
+    }
+
+    /// Reads a step written in this format. Structure problems are rejections at the parse
+    /// gate (or at the schema gate for a well-formed object of the wrong shape); nothing is
+    /// checked against the tools' schemas yet.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] naming the gate, a stable code and the position.
+    pub fn parse(self, text: &str, registry: &Registry) -> Result<Proposal, Rejection> {
+        match self {
+            Self::Envelope => json_formats::parse_envelope(text, registry),
+            Self::Hermes => json_formats::parse_hermes(text),
+            Self::Llama3 => json_formats::parse_llama3(text),
+            Self::Pythonic => pythonic::parse_step(text),
+        }
+    }
+}
+
+impl fmt::Display for CallFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for CallFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown call format `{s}` (envelope, hermes, llama3, pythonic)")
+            })
+    }
+}
+
+/// Whether, and which, tool the model must call, as in OpenAI's `tool_choice`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model may answer or call a tool.
+    #[default]
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must not call a tool.
+    None,
+    /// The model must call this tool.
+    Named(String),
+}
+
+impl ToolChoice {
+    fn forces_call(&self) -> bool {
+        matches!(self, Self::Required | Self::Named(_))
+    }
+
+    fn allows_call(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+
+    fn allows_text(&self) -> bool {
+        matches!(self, Self::Auto | Self::None)
+    }
+
+    /// Whether `tool` may be called under this choice.
+    fn admits(&self, tool: &str) -> bool {
+        match self {
+            Self::Named(name) => name == tool,
+            Self::None => false,
+            Self::Auto | Self::Required => true,
+        }
+    }
+}
+
+/// What a step's grammar allows.
+#[derive(Debug, Clone)]
+pub struct GrammarOptions {
+    /// Whether the model must or must not call a tool.
+    pub choice: ToolChoice,
+    /// Calls allowed in one step (1 forbids parallel calls; ignored by `llama3`).
+    pub max_calls: usize,
+    /// Longest `reasoning` string of an envelope, in characters.
+    pub max_reasoning: usize,
+    /// Schema of an envelope's final `answer` (a non-empty string of at most 600 characters
+    /// when `None`).
+    pub answer: Option<Value>,
+    /// Whether an envelope may carry `clarification` and `abort` intents.
+    pub allow_clarification: bool,
+}
+
+impl Default for GrammarOptions {
+    fn default() -> Self {
+        Self {
+            choice: ToolChoice::Auto,
+            max_calls: 1,
+            max_reasoning: 240,
+            answer: None,
+            allow_clarification: true,
+        }
+    }
+}
+
+/// A grammar in the dialect of proviso's decoder (llguidance).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Grammar {
+    /// A JSON Schema.
+    JsonSchema(Value),
+    /// A Lark grammar (with inline `%json` schemas).
+    Lark(String),
+}
+
+/// A step's grammar, with what it leaves to the gates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallGrammar {
+    /// The grammar.
+    pub grammar: Grammar,
+    /// Schema keywords the grammar only approximates (a superset); the schema gate enforces
+    /// them after decoding. Empty for the JSON formats, whose schemas llguidance enforces.
+    pub verified_only: Vec<String>,
+}
+
+/// JSON style inside `%json` blocks: the same fixed separators as plain schema constraints,
+/// so punctuation is forced and the model cannot loop on whitespace.
+pub(crate) fn json_style() -> Value {
+    serde_json::json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
+}
+
+/// The start rule of a Lark call grammar under `options.choice`.
+pub(crate) fn start_rule(options: &GrammarOptions) -> &'static str {
+    match (options.choice.allows_call(), options.choice.allows_text()) {
+        (true, true) => "start: calls | TEXT\n",
+        (true, false) => "start: calls\n",
+        _ => "start: TEXT\n",
+    }
+}
+
+/// One call as written, before any schema check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposedCall {
+    /// The tool name as written.
+    pub name: String,
+    /// The arguments as written (checked against the tool's schema by the schema gate).
+    pub arguments: Value,
+    /// JSON pointer of the call in the proposal (`/calls/0`, or empty for a lone envelope
+    /// call).
+    pub pointer: String,
+}
+
+/// A parsed step: calls, or another intent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proposal {
+    /// The calls, in written order.
+    pub calls: Vec<ProposedCall>,
+    /// The intent when the step makes no call (a final answer, clarification, plan update or
+    /// abort).
+    pub other: Option<Intent>,
+    /// Text or reasoning written before the calls, kept for audit only.
+    pub rationale: Option<String>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,421 @@
+//! What a schema cannot say about a call: argument policies (declared with the tool),
+//! permissions (which role may use which tools and intent classes) and budgets.
+
+use std::collections::BTreeMap;
+
+use proviso_contract::{IntentClass, Location, Violation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ToolError;
+
+/// A rule on one argument, checked at the policy gate after the schema passed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum ArgumentPolicy {
+    /// A relative path that must stay under `root`: no absolute path, no `..` component, no
+    /// backslash, no NUL, no `~`. The check is lexical (contracts do no I/O); the tool that
+    /// opens the path must still refuse symbolic links that leave the root.
+    ConfinedPath {
+        /// The argument (a name, or a JSON pointer into the arguments).
+        argument: String,
+        /// The root the path is relative to.
+        root: String,
+    },
+    /// A string argument that must match `pattern` in full.
+    Pattern {
+        /// The argument.
+        argument: String,
+        /// A regular expression, matched against the whole value.
+        pattern: String,
+    },
+    /// A numeric argument within `[min, max]`. A string holding a number is out of bounds,
+    /// never converted.
+    Range {
+        /// The argument.
+        argument: String,
+        /// Inclusive lower bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<f64>,
+        /// Inclusive upper bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<f64>,
+    },
+}
+
+/// A policy ready to check.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledPolicy {
+    pointer: String,
+    rule: Rule,
+}
+
+#[derive(Debug, Clone)]
+enum Rule {
+    Path { root: String },
+    Pattern { regex: regex::Regex, source: String },
+    Range { min: Option<f64>, max: Option<f64> },
+}
+
+impl ArgumentPolicy {
+    pub(crate) fn compile(&self, tool: &str) -> Result<CompiledPolicy, ToolError> {
+        let (argument, rule) = match self {
+            Self::ConfinedPath { argument, root } => (
+                argument,
+                Rule::Path {
+                    root: root.trim_end_matches('/').to_owned(),
+                },
+            ),
+            Self::Pattern { argument, pattern } => {
+                let regex = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                    ToolError::Policy {
+                        message: format!("tool `{tool}`: pattern policy on `{argument}`: {e}"),
+                    }
+                })?;
+                (
+                    argument,
+                    Rule::Pattern {
+                        regex,
+                        source: pattern.clone(),
+                    },
+                )
+            }
+            Self::Range { argument, min, max } => {
+                if let (Some(lo), Some(hi)) = (min, max) {
+                    if lo > hi {
+                        return Err(ToolError::Policy {
+                            message: format!(
+                                "tool `{tool}`: range policy on `{argument}` has min {lo} above max {hi}"
+                            ),
+                        });
+                    }
+                }
+                (
+                    argument,
+                    Rule::Range {
+                        min: *min,
+                        max: *max,
+                    },
+                )
+            }
+        };
+        let pointer = if argument.starts_with('/') {
+            argument.clone()
+        } else {
+            format!("/{argument}")
+        };
+        Ok(CompiledPolicy { pointer, rule })
+    }
+}
+
+impl CompiledPolicy {
+    /// Checks the arguments; an absent optional argument passes.
+    pub(crate) fn check(
+        &self,
+        arguments: &Map<String, Value>,
+        base: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        let root = Value::Object(arguments.clone());
+        let Some(value) = root.pointer(&self.pointer) else {
+            return;
+        };
+        let at = format!("{base}{}", self.pointer);
+        let mut fail = |code: &str, message: String| {
+            out.push(Violation {
+                code: code.into(),
+                keyword: None,
+                message,
+                location: Location::instance(at.clone()),
+            });
+        };
+        match &self.rule {
+            Rule::Path { root } => match value.as_str() {
+                None => fail(
+                    "path_not_string",
+                    format!("{} must be a path string", self.pointer),
+                ),
+                Some(path) => {
+                    if let Some(reason) = path_escape(path) {
+                        fail(
+                            "path_outside_root",
+                            format!("{path:?} is not confined to {root}/: {reason}"),
+                        );
+                    }
+                }
+            },
+            Rule::Pattern { regex, source } => match value.as_str() {
+                Some(text) if regex.is_match(text) => {}
+                Some(text) => fail(
+                    "policy_pattern_mismatch",
+                    format!("{text:?} does not match the required pattern {source}"),
+                ),
+                None => fail(
+                    "policy_pattern_mismatch",
+                    format!("{} must be a string", self.pointer),
+                ),
+            },
+            Rule::Range { min, max } => match value.as_f64().filter(|_| value.is_number()) {
+                None => fail(
+                    "out_of_bounds",
+                    format!("{} must be a number, got {value}", self.pointer),
+                ),
+                Some(x) => {
+                    let low = min.is_some_and(|m| x < m);
+                    let high = max.is_some_and(|m| x > m);
+                    if low || high {
+                        let bound =
+                            |b: Option<f64>| b.map_or_else(|| "∞".to_owned(), |b| b.to_string());
+                        fail(
+                            "out_of_bounds",
+                            format!(
+                                "{value} is outside the allowed range [{}, {}]",
+                                min.map_or_else(|| "-∞".to_owned(), |b| b.to_string()),
+                                bound(*max)
+                            ),
+                        );
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Why `path` could leave its root, lexically; `None` when it cannot.
+fn path_escape(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("the path is empty");
+    }
+    if path.contains('\0') {
+        return Some("the path contains NUL");
+    }
+    if path.contains('\\') {
+        return Some("the path contains a backslash");
+    }
+    if path.starts_with('/') {
+        return Some("the path is absolute");
+    }
+    if path.starts_with('~') {
+        return Some("the path starts with ~");
+    }
+    if path.split('/').any(|c| c == "..") {
+        return Some("the path has a `..` component");
+    }
+    None
+}
+
+/// What one role may call. A call is permitted when its tool is listed in `tools` or its
+/// class in `classes`, and the tool is not in `deny`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Role {
+    /// Tools this role may call whatever their class.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Intent classes this role may call.
+    #[serde(default)]
+    pub classes: Vec<IntentClass>,
+    /// Tools this role may never call.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+impl Role {
+    /// Whether this role may call `tool` of `class`.
+    #[must_use]
+    pub fn permits(&self, tool: &str, class: IntentClass) -> bool {
+        !self.deny.iter().any(|d| d == tool)
+            && (self.tools.iter().any(|t| t == tool) || self.classes.contains(&class))
+    }
+}
+
+/// Limits on a run. `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Model calls (steps) per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// Tool calls per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u64>,
+    /// Tool calls in one step (1 forbids parallel calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_step: Option<u64>,
+    /// Generated tokens per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Wall time per run, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_ms: Option<u64>,
+    /// Cost units per run (each tool declares its cost per call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<u64>,
+}
+
+/// What a run has used so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Model calls made.
+    #[serde(default)]
+    pub steps: u64,
+    /// Tool calls executed.
+    #[serde(default)]
+    pub tool_calls: u64,
+    /// Tokens generated.
+    #[serde(default)]
+    pub tokens: u64,
+    /// Wall time, in milliseconds.
+    #[serde(default)]
+    pub wall_ms: u64,
+    /// Cost units spent.
+    #[serde(default)]
+    pub cost: u64,
+}
+
+/// Who is calling and within which limits: the input of the permission and budget gates.
+///
+/// The default grants the `default` role the `read` and `compute` classes only: a tool that
+/// changes state or sends something out needs an explicit grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// The caller's role.
+    #[serde(default = "default_role")]
+    pub role: String,
+    /// Every role's grants.
+    #[serde(default = "default_roles")]
+    pub roles: BTreeMap<String, Role>,
+    /// The run's limits.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Usage so far, for checking one proposed call outside a run (`proviso check --tools`).
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+fn default_role() -> String {
+    "default".into()
+}
+
+fn default_roles() -> BTreeMap<String, Role> {
+    BTreeMap::from([(
+        "default".to_owned(),
+        Role {
+            classes: vec![IntentClass::Read, IntentClass::Compute],
+            ..Role::default()
+        },
+    )])
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            role: default_role(),
+            roles: default_roles(),
+            budget: Budget::default(),
+            usage: Usage::default(),
+        }
+    }
+}
+
+impl Policy {
+    /// Reads a policy document.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError::Policy`] naming the field, or an unknown role.
+    pub fn from_json(document: &Value) -> Result<Self, ToolError> {
+        let policy: Self =
+            serde_json::from_value(document.clone()).map_err(|e| ToolError::Policy {
+                message: format!("invalid policy: {e}"),
+            })?;
+        if !policy.roles.contains_key(&policy.role) {
+            return Err(ToolError::Policy {
+                message: format!(
+                    "the policy's role `{}` is not among its roles ({})",
+                    policy.role,
+                    policy.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        Ok(policy)
+    }
+
+    /// The caller's role (a role that is not declared grants nothing).
+    #[must_use]
+    pub fn caller(&self) -> Role {
+        self.roles.get(&self.role).cloned().unwrap_or_default()
+    }
+
+    /// This policy for another role.
+    #[must_use]
+    pub fn with_role(mut self, role: &str) -> Self {
+        role.clone_into(&mut self.role);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn path_escapes() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a\\b",
+            "~/x",
+            "a\0b",
+        ] {
+            assert!(path_escape(bad).is_some(), "{bad:?}");
+        }
+        for good in ["a", "a/b.txt", "a/./b", "..a", "a..b/c"] {
+            assert!(path_escape(good).is_none(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn range_never_converts_strings() {
+        let policy = ArgumentPolicy::Range {
+            argument: "amount".into(),
+            min: Some(0.0),
+            max: Some(500.0),
+        }
+        .compile("pay")
+        .unwrap();
+        let mut out = Vec::new();
+        let args = |v: Value| v.as_object().unwrap().clone();
+        policy.check(&args(json!({"amount": 120})), "", &mut out);
+        assert!(out.is_empty());
+        policy.check(&args(json!({"amount": 750})), "/arguments", &mut out);
+        policy.check(&args(json!({"amount": "120"})), "", &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].code, "out_of_bounds");
+        assert_eq!(
+            out[0].location.instance_path.as_deref(),
+            Some("/arguments/amount")
+        );
+    }
+
+    #[test]
+    fn default_policy_needs_grants_for_side_effects() {
+        let policy = Policy::default();
+        assert!(policy.caller().permits("x", IntentClass::Read));
+        assert!(!policy.caller().permits("x", IntentClass::Mutate));
+        let policy = Policy::from_json(&json!({"role": "clerk", "roles": {
+            "clerk": {"tools": ["file_note"], "classes": ["read"], "deny": ["get_secret"]}}}))
+        .unwrap();
+        let clerk = policy.caller();
+        assert!(clerk.permits("file_note", IntentClass::Mutate));
+        assert!(!clerk.permits("get_secret", IntentClass::Read));
+        assert!(Policy::from_json(&json!({"role": "ghost"})).is_err());
+        assert!(Policy::from_json(&json!({"rol": "x"})).is_err());
+    }
+}
