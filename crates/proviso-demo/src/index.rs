@@ -1,0 +1,83 @@
+//! A full-text index: English tokenization with stemming and stop words, ranked by BM25 (the
+//! `bm25` crate), with a deterministic order for ties.
+
+use bm25::{Language, SearchEngine, SearchEngineBuilder};
+
+/// A BM25 index over short documents identified by their position.
+pub struct TextIndex {
+    engine: SearchEngine<u32>,
+    len: usize,
+}
+
+impl std::fmt::Debug for TextIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextIndex")
+            .field("documents", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One ranked hit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// The document's position in the indexed list.
+    pub index: usize,
+    /// Its BM25 score (higher is better).
+    pub score: f32,
+}
+
+impl TextIndex {
+    /// Indexes `documents`.
+    #[must_use]
+    pub fn new(documents: &[String]) -> Self {
+        let docs: Vec<bm25::Document<u32>> = documents
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                bm25::Document::new(u32::try_from(i).unwrap_or(u32::MAX), text.clone())
+            })
+            .collect();
+        Self {
+            engine: SearchEngineBuilder::<u32>::with_documents(Language::English, docs).build(),
+            len: documents.len(),
+        }
+    }
+
+    /// The best `limit` documents for `query`; documents sharing no term with it are left
+    /// out.
+    #[must_use]
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self
+            .engine
+            .search(query, self.len)
+            .into_iter()
+            .filter(|r| r.score > 0.0)
+            .map(|r| Hit {
+                index: r.document.id as usize,
+                score: r.score,
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+        hits.truncate(limit);
+        hits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_by_terms_with_stemming() {
+        let index = TextIndex::new(&[
+            "Migraine prevention with monthly injections".into(),
+            "Asthma inhaler study terminated for slow enrollment".into(),
+            "Psoriasis arm terminated after liver enzyme elevations".into(),
+        ]);
+        let hits = index.search("which arms were terminated for liver problems", 3);
+        assert_eq!(hits[0].index, 2);
+        assert!(hits.iter().all(|h| h.index != 0), "no shared term, no hit");
+        // Stemming: "injection" finds "injections".
+        assert_eq!(index.search("injection", 3)[0].index, 0);
+    }
+}
