@@ -95,49 +95,6 @@ fn describe(spec: &ToolSpec, out: &mut String) {
     out.push('\n');
 }
 
-/// A plausible value for an example call (never real data).
-fn example_value(schema: &Value) -> Value {
-    if let Some(c) = schema.get("const") {
-        return c.clone();
-    }
-    if let Some(first) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
-        return first.clone();
-    }
-    if let Some(e) = schema
-        .get("examples")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
-        return e.clone();
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("integer") => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1)),
-        Some("number") => json!(1.5),
-        Some("boolean") => json!(true),
-        Some("array") => json!([example_value(schema.get("items").unwrap_or(&json!({})))]),
-        Some("object") => json!({}),
-        _ => json!("..."),
-    }
-}
-
-fn example_arguments(spec: &ToolSpec) -> Map<String, Value> {
-    let properties = spec
-        .parameters()
-        .get("properties")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    spec.arguments()
-        .into_iter()
-        .filter(|(_, required)| *required)
-        .map(|(name, _)| (name.to_owned(), example_value(&properties[name])))
-        .collect()
-}
-
 /// How a call to `spec` with `arguments` is written in `format`.
 #[must_use]
 pub fn write_call(format: CallFormat, name: &str, arguments: &Map<String, Value>) -> String {
@@ -206,10 +163,13 @@ pub fn instructions(registry: &Registry, format: CallFormat, options: &GrammarOp
             describe(tool.spec(), &mut out);
         }
     }
-    let example = registry
-        .iter()
-        .next()
-        .map(|t| write_call(format, t.spec().name(), &example_arguments(t.spec())));
+    // The example shows the shape only: a 135M model copies example values, so they must
+    // not look like real arguments of a real tool.
+    let example = (!matches!(options.choice, ToolChoice::None)).then(|| {
+        let mut arguments = Map::new();
+        arguments.insert("argument_name".into(), json!("value"));
+        write_call(format, "tool_name", &arguments)
+    });
     match format {
         CallFormat::Envelope => {
             out.push_str("Reply with one JSON object: first \"reasoning\" (short), then \"intent\", which is one of:\n");
@@ -225,7 +185,10 @@ pub fn instructions(registry: &Registry, format: CallFormat, options: &GrammarOp
         CallFormat::Pythonic => out.push_str("To call a tool, reply with a Python list of calls with keyword arguments. To answer, write plain text.\n"),
     }
     if let Some(example) = example {
-        let _ = writeln!(out, "Example call:\n{example}");
+        let _ = writeln!(
+            out,
+            "The shape of a call (use a declared tool's name and arguments):\n{example}"
+        );
     }
     out
 }

@@ -15,6 +15,16 @@ pub mod json {
     pub use proviso_json::*;
 }
 
+/// Tools declared once: registry, call formats, tool gates (re-export of `proviso-tools`).
+pub mod tools {
+    pub use proviso_tools::*;
+}
+
+/// The agent step loop (re-export of `proviso-harness`).
+pub mod harness {
+    pub use proviso_harness::*;
+}
+
 /// Grammar-constrained decoding (re-export of `proviso-decode`).
 #[cfg(feature = "local")]
 pub mod decode {
@@ -37,3 +47,7 @@ pub mod model {
 mod local;
 #[cfg(feature = "local")]
 pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
+#[cfg(feature = "local")]
+mod proposer;
+#[cfg(feature = "local")]
+pub use proposer::LocalProposer;

@@ -739,11 +739,13 @@ impl Builder<'_> {
                     Some(0) => "\"[\" \"]\"".to_owned(),
                     _ => {
                         let rest_min = min.saturating_sub(1);
-                        let rest = match max {
-                            Some(max) => format!("{{{rest_min},{}}}", max - 1),
-                            None => format!("{{{rest_min},}}"),
+                        let items = match max {
+                            Some(1) => item.clone(),
+                            Some(max) => {
+                                format!("{item} (\", \" {item}){{{rest_min},{}}}", max - 1)
+                            }
+                            None => format!("{item} (\", \" {item}){{{rest_min},}}"),
                         };
-                        let items = format!("{item} (\", \" {item}){rest}");
                         if min == 0 {
                             format!("\"[\" ({items})? \"]\"")
                         } else {
@@ -913,10 +915,14 @@ pub(super) fn grammar(
     let mut lark = String::from(super::start_rule(options));
     if options.choice.allows_call() {
         let k = options.max_calls.max(1);
-        lark.push_str(&format!(
-            "calls: \"[\" call (\", \" call){{0,{}}} \"]\"\n",
-            k - 1
-        ));
+        if k == 1 {
+            lark.push_str("calls: \"[\" call \"]\"\n");
+        } else {
+            lark.push_str(&format!(
+                "calls: \"[\" call (\", \" call){{0,{}}} \"]\"\n",
+                k - 1
+            ));
+        }
         lark.push_str(&format!("call: {}\n", call_alternatives.join(" | ")));
         for rule in rules {
             lark.push_str(&rule);
@@ -946,7 +952,10 @@ mod tests {
         assert_eq!(calls[0].arguments["arm_label"], "B");
         assert_eq!(calls[1].name, "math.sum");
         // Numbers keep the literal's text, exactly as written.
-        assert_eq!(calls[1].arguments["numbers"].to_string(), "[1,2.5,-3e+2,0.25]");
+        assert_eq!(
+            calls[1].arguments["numbers"].to_string(),
+            "[1,2.5,-3e+2,0.25]"
+        );
         assert_eq!(
             Value::Object(calls[1].arguments.clone())["opts"],
             json!({"a": [1, 2]})

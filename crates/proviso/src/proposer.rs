@@ -1,0 +1,137 @@
+//! The local model as a [`Proposer`] for the harness: each step is generated in-process under
+//! the call format's grammar, compiled once per grammar.
+
+use proviso_decode::{
+    CompileOptions, Compiled, ConstraintSpec, GenerateOptions, Generator, Message, Sampling, Stats,
+};
+use proviso_harness::{ProposeRequest, Proposed, Proposer, ProposerError};
+use proviso_llama::LlamaEngine;
+use proviso_tools::{CallGrammar, Grammar};
+
+use crate::local::LocalModel;
+
+/// Generates harness steps on a [`LocalModel`].
+#[derive(Debug)]
+pub struct LocalProposer<'m> {
+    model: &'m LocalModel,
+    generator: Generator<LlamaEngine>,
+    sampling: Sampling,
+    compile: CompileOptions,
+    compiled: Option<(Grammar, Compiled)>,
+    last: Option<Stats>,
+    name: String,
+}
+
+impl<'m> LocalProposer<'m> {
+    /// A proposer over `model` with its own engine. `compile.relax` decides whether schema
+    /// keywords the grammar cannot enforce are refused (the default) or left to the gates.
+    #[must_use]
+    pub fn new(
+        model: &'m LocalModel,
+        engine: LlamaEngine,
+        sampling: Sampling,
+        compile: CompileOptions,
+    ) -> Self {
+        let name = model
+            .path()
+            .file_stem()
+            .map_or_else(|| "local".to_owned(), |s| s.to_string_lossy().into_owned());
+        Self {
+            generator: Generator::new(engine, model.tokenizer()),
+            model,
+            sampling,
+            compile,
+            compiled: None,
+            last: None,
+            name,
+        }
+    }
+
+    /// Compiles `grammar` now (it is otherwise compiled on the first step), so a grammar the
+    /// decoder cannot enforce is reported before the run starts.
+    ///
+    /// # Errors
+    ///
+    /// [`ProposerError`] with code `unsupported_constraint` or `invalid_constraint`.
+    pub fn prepare(&mut self, grammar: &CallGrammar) -> Result<&Compiled, ProposerError> {
+        let fresh = !matches!(&self.compiled, Some((g, _)) if *g == grammar.grammar);
+        if fresh {
+            let spec = match &grammar.grammar {
+                Grammar::JsonSchema(schema) => ConstraintSpec::JsonSchema(schema.clone()),
+                Grammar::Lark(lark) => ConstraintSpec::Lark(lark.clone()),
+            };
+            let compiled = self
+                .model
+                .compile(&spec, &self.compile)
+                .map_err(|e| ProposerError {
+                    code: match e {
+                        proviso_decode::ConstraintError::Unsupported { .. } => {
+                            "unsupported_constraint"
+                        }
+                        _ => "invalid_constraint",
+                    }
+                    .into(),
+                    message: e.to_string(),
+                })?;
+            self.compiled = Some((grammar.grammar.clone(), compiled));
+        }
+        match &self.compiled {
+            Some((_, compiled)) => Ok(compiled),
+            None => Err(ProposerError {
+                code: "invalid_constraint".into(),
+                message: "no grammar".into(),
+            }),
+        }
+    }
+
+    /// Statistics of the last step.
+    #[must_use]
+    pub fn last_stats(&self) -> Option<&Stats> {
+        self.last.as_ref()
+    }
+}
+
+impl Proposer for LocalProposer<'_> {
+    fn propose(&mut self, request: &ProposeRequest<'_>) -> Result<Proposed, ProposerError> {
+        let messages: Vec<Message> = request
+            .messages
+            .iter()
+            .map(|t| Message::new(&t.role, t.content.clone()))
+            .collect();
+        let prompt = self.model.prompt(&messages).map_err(|e| ProposerError {
+            code: "prompt_failed".into(),
+            message: e.to_string(),
+        })?;
+        self.prepare(request.grammar)?;
+        let Some((_, compiled)) = &self.compiled else {
+            return Err(ProposerError {
+                code: "invalid_constraint".into(),
+                message: "no grammar".into(),
+            });
+        };
+        let options = GenerateOptions {
+            max_tokens: request.max_tokens,
+            sampling: self.sampling,
+            ..GenerateOptions::default()
+        };
+        let generation = self
+            .generator
+            .generate(&prompt, Some(compiled), &options)
+            .map_err(|e| ProposerError {
+                code: "generation_failed".into(),
+                message: e.to_string(),
+            })?;
+        let proposed = Proposed {
+            text: generation.text(),
+            finish_reason: generation.stop_reason.finish_reason().to_owned(),
+            input_tokens: prompt.len() as u64,
+            output_tokens: generation.tokens.len() as u64,
+        };
+        self.last = Some(generation.stats);
+        Ok(proposed)
+    }
+
+    fn model_name(&self) -> &str {
+        &self.name
+    }
+}
