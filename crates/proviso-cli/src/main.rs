@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use proviso::{Contract, SourceStore};
 
 mod bench;
+mod demo;
 mod generate;
 mod model;
 
@@ -29,10 +30,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check one model output against a contract and print one JSON verdict.
+    /// Check one model output against a contract (--schema) or a tool registry (--tools) and
+    /// print one JSON verdict.
     ///
     /// Exit status: 0 when accepted, 1 when rejected, 2 for usage errors.
     Check(CheckArgs),
+    /// Run a bundled example agent on the local model and print each step as it is disposed
+    /// of: raw output, gates, intent, tool result, final answer.
+    ///
+    /// Exit status: 0 when the run ends in an accepted answer, clarification or abort; 1 when
+    /// it ends in an exhausted budget or too many rejected steps; 2 for setup errors.
+    Demo(demo::DemoArgs),
     /// Generate on a local model under a grammar (schema, Lark, regex or choice list).
     ///
     /// The output goes to stdout. With a schema it then passes the contract's gates and the
@@ -47,17 +55,29 @@ enum Command {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("against").args(["schema", "tools"]).required(true)))]
 struct CheckArgs {
     /// The contract: a JSON Schema 2020-12 document, optionally with an `x-proviso`
     /// declaration (rules, evidence, versions, tools).
     #[arg(long, value_name = "SCHEMA.json")]
-    schema: PathBuf,
+    schema: Option<PathBuf>,
+    /// A tool registry (an OpenAI `tools` array, or a BFCL function list): the input is a
+    /// proposed step, checked at the parse, schema, policy, permission and budget gates.
+    #[arg(long, value_name = "TOOLS.json")]
+    tools: Option<PathBuf>,
+    /// With --tools: how the step is written (envelope, hermes, llama3, pythonic).
+    #[arg(long, default_value = "envelope", requires = "tools")]
+    format: proviso::tools::CallFormat,
+    /// With --tools: the caller's role, its grants, budgets and usage so far (JSON). Without
+    /// it, the caller may use read and compute tools only.
+    #[arg(long, value_name = "POLICY.json", requires = "tools")]
+    policy: Option<PathBuf>,
     /// Folder of source documents for the evidence gate, with a `manifest.json`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "schema")]
     sources: Option<PathBuf>,
     /// Check a contract that declares evidence without sources; the evidence gate is then
     /// reported as `skipped`, never as passed.
-    #[arg(long, conflicts_with = "sources")]
+    #[arg(long, conflicts_with = "sources", requires = "schema")]
     skip_evidence: bool,
     /// Read the input as a provider response envelope (an OpenAI-style chat completion or a
     /// message), judging its stop reason before its content.
@@ -87,6 +107,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
         Command::Bench(command) => bench::run(&command),
@@ -94,12 +115,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let contract = load_contract(args)?;
-    let input = read_input(args.input.as_deref())?;
-    let verdict = if args.envelope {
-        contract.check_envelope(&input)
-    } else {
-        contract.check_text(&input)
+    let verdict = match (&args.schema, &args.tools) {
+        (Some(schema), _) => {
+            let contract = load_contract(schema, args)?;
+            let input = read_input(args.input.as_deref())?;
+            if args.envelope {
+                contract.check_envelope(&input)
+            } else {
+                contract.check_text(&input)
+            }
+        }
+        (None, Some(tools)) => {
+            let gate = load_tool_gate(tools, args)?;
+            let input = read_input(args.input.as_deref())?;
+            let usage = gate.policy().usage;
+            if args.envelope {
+                gate.check_envelope(&input, &usage)
+            } else {
+                match std::str::from_utf8(&input) {
+                    Ok(text) => gate.check(text, proviso::tools::Finish::Stop, &usage),
+                    Err(_) => proviso::Verdict::from_parts(
+                        Vec::new(),
+                        Err(proviso::Rejection::new(
+                            proviso::Gate::Parse,
+                            "invalid_utf8",
+                            "the input is not UTF-8",
+                            proviso::Location::default(),
+                        )),
+                    ),
+                }
+            }
+        }
+        (None, None) => bail!("pass --schema or --tools"),
     };
     let json = if args.compact {
         serde_json::to_string(&verdict)?
@@ -115,10 +162,26 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
     })
 }
 
-fn load_contract(args: &CheckArgs) -> Result<Contract> {
-    let document = read_schema(&args.schema)?;
+fn load_tool_gate(path: &Path, args: &CheckArgs) -> Result<proviso::tools::ToolGate> {
+    let document = read_schema(path)?;
+    let registry = proviso::tools::Registry::from_json(&document)
+        .with_context(|| format!("in {}", path.display()))?;
+    let policy = match &args.policy {
+        None => proviso::tools::Policy::default(),
+        Some(p) => proviso::tools::Policy::from_json(&read_schema(p)?)
+            .with_context(|| format!("in {}", p.display()))?,
+    };
+    Ok(proviso::tools::ToolGate::new(
+        Arc::new(registry),
+        args.format,
+        policy,
+    ))
+}
+
+fn load_contract(schema: &Path, args: &CheckArgs) -> Result<Contract> {
+    let document = read_schema(schema)?;
     build_contract(
-        &args.schema,
+        schema,
         &document,
         args.sources.as_deref(),
         args.skip_evidence,

@@ -233,9 +233,15 @@ impl Verdict {
     /// `gates` lists each gate that ran, in order, and how it went. A rejection's gate is
     /// marked failed if the list does not already say so.
     #[must_use]
-    pub fn from_parts(mut gates: Vec<(Gate, GateStatus)>, outcome: Result<Intent, Rejection>) -> Self {
+    pub fn from_parts(
+        mut gates: Vec<(Gate, GateStatus)>,
+        outcome: Result<Intent, Rejection>,
+    ) -> Self {
         if let Err(rejection) = &outcome {
-            if !gates.iter().any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed) {
+            if !gates
+                .iter()
+                .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
+            {
                 gates.push((rejection.gate(), GateStatus::Failed));
             }
         }

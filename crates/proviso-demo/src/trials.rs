@@ -175,6 +175,14 @@ impl TrialCorpus {
                 None => results.push((trial_id, hit.score, doc.into_iter().collect())),
             }
         }
+        // A trial id written in the query is an exact lookup: that trial ranks first.
+        let named: Vec<&str> = self
+            .trials
+            .iter()
+            .map(|t| t.trial_id.as_str())
+            .filter(|id| query.contains(id))
+            .collect();
+        results.sort_by_key(|r| !named.contains(&r.0.as_str()));
         results.truncate(limit);
         let hits: Vec<Value> = results
             .into_iter()
@@ -327,6 +335,8 @@ mod tests {
     fn search_ranks_the_psoriasis_trial_for_liver_enzymes() {
         let corpus = TrialCorpus::bundled();
         let result = corpus.search("velorabine liver enzymes terminated", 3);
+        assert_eq!(result["results"][0]["trial_id"], "NCT04123456");
+        let result = corpus.search("NCT04123456", 3);
         assert_eq!(result["results"][0]["trial_id"], "NCT04123456");
         let result = corpus.search("migraine", 3);
         let ids: Vec<&str> = result["results"]

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use proviso_contract::{Contract, Gate, Intent, NextStep, Output, Rejection, ToolCall, Verdict};
+use proviso_contract::{
+    Contract, Gate, GateStatus, Intent, NextStep, Output, Rejection, ToolCall, Verdict,
+};
 use proviso_tools::{
     instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolError, ToolGate,
     Usage,
@@ -108,6 +110,10 @@ pub struct AgentConfig {
     pub max_tokens_per_step: usize,
     /// Rejected steps in a row before the run ends with an error.
     pub max_consecutive_rejections: u32,
+    /// Refuse a call identical (same tool, same arguments) to one that already ran in this
+    /// run, at the application gate: its result is already in the conversation, and a small
+    /// model otherwise loops on it until the step budget ends the run.
+    pub refuse_repeated_calls: bool,
     /// A contract every final answer must also pass (for instance an evidence gate over
     /// citations); the answer value is checked as JSON text.
     pub answer_contract: Option<Arc<Contract>>,
@@ -122,6 +128,7 @@ impl Default for AgentConfig {
             system: String::new(),
             max_tokens_per_step: 256,
             max_consecutive_rejections: 2,
+            refuse_repeated_calls: true,
             answer_contract: None,
         }
     }
@@ -458,6 +465,11 @@ impl Agent {
             });
             let finish = Finish::from_reason(&proposed.finish_reason).unwrap_or(Finish::Stop);
             let verdict = self.gate.check(&proposed.text, finish, &usage);
+            let verdict = if self.config.refuse_repeated_calls {
+                refuse_repeats(verdict, &executed)
+            } else {
+                verdict
+            };
             observer.event(&Event::Verdict {
                 step,
                 verdict: &verdict,
@@ -701,6 +713,42 @@ impl Agent {
         let verdict = contract.check(Output::Text(answer.to_string().as_bytes()));
         (!verdict.accepted()).then_some(verdict)
     }
+}
+
+/// Turns an accepted tool request that repeats an executed call into an application-gate
+/// rejection.
+fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
+    let Some(Intent::ToolRequest { calls, .. }) = verdict.intent() else {
+        return verdict;
+    };
+    let repeated = calls.iter().enumerate().find_map(|(i, call)| {
+        executed
+            .iter()
+            .find(|e| e.call.name() == call.name() && e.call.arguments() == call.arguments())
+            .map(|e| (i, e))
+    });
+    let Some((index, earlier)) = repeated else {
+        return verdict;
+    };
+    let mut gates: Vec<(Gate, GateStatus)> = verdict
+        .gates()
+        .iter()
+        .take_while(|(g, _)| *g != Gate::Application)
+        .copied()
+        .collect();
+    gates.push((Gate::Application, GateStatus::Failed));
+    let rejection = Rejection::new(
+        Gate::Application,
+        "repeated_call",
+        format!(
+            "`{}` with these arguments already ran in step {} ({}); its result is above. Use it, call something else, or answer",
+            earlier.call.name(),
+            earlier.step,
+            earlier.call.id().unwrap_or_default()
+        ),
+        proviso_contract::Location::instance(format!("/calls/{index}")),
+    );
+    Verdict::from_parts(gates, Err(rejection))
 }
 
 /// The observation a rejected step leaves for the model: the gate, the code and the message,

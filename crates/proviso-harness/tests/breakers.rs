@@ -534,12 +534,16 @@ fn a_mutate_tool_needs_a_role_that_may_mutate() {
 fn the_step_budget_ends_the_run_before_another_model_call() {
     let mut tight = policy("clerk");
     tight.budget.max_steps = Some(3);
-    let search = call(
-        CallFormat::Envelope,
-        "search_trials",
-        json!({"query": "again"}),
-    );
-    let run = run_with(CallFormat::Envelope, tight, vec![search.clone(); 6], "q");
+    let searches = (0..6)
+        .map(|i| {
+            call(
+                CallFormat::Envelope,
+                "search_trials",
+                json!({"query": format!("q{i}")}),
+            )
+        })
+        .collect();
+    let run = run_with(CallFormat::Envelope, tight, searches, "q");
     assert!(
         matches!(&run.report.end, RunEnd::BudgetExhausted { code, .. } if code == "step_budget_exhausted"),
         "{:?}",
@@ -551,6 +555,25 @@ fn the_step_budget_ends_the_run_before_another_model_call() {
         "the model was called after the budget ran out"
     );
     assert_eq!(run.effects.of("search_trials"), 3);
+}
+
+#[test]
+fn a_repeated_call_is_refused_at_the_application_gate() {
+    for format in CallFormat::ALL {
+        let search = call(format, "search_trials", json!({"query": "velorabine"}));
+        let run = run_as(
+            format,
+            "clerk",
+            vec![search.clone(), search, answer(format)],
+        );
+        assert_eq!(run.effects.of("search_trials"), 1, "{format}");
+        assert_eq!(
+            run.verdicts[1].gate().map(|g| g.as_str()),
+            Some("application")
+        );
+        assert_eq!(run.verdicts[1].code(), "repeated_call");
+        assert!(matches!(run.report.end, RunEnd::FinalAnswer { .. }));
+    }
 }
 
 #[test]

@@ -130,6 +130,89 @@ impl ToolGate {
         self.check_proposal(proposal, usage, gates)
     }
 
+    /// Checks a provider response envelope (an OpenAI chat completion or an Anthropic
+    /// message): the transport gate judges its stop reason, then native tool calls are read
+    /// from their channel (their argument text parsed strictly), or the message text is read
+    /// in this gate's call format.
+    #[must_use]
+    pub fn check_envelope(&self, envelope: &[u8], usage: &Usage) -> Verdict {
+        let mut gates = Vec::with_capacity(8);
+        let value = match proviso_json::parse(envelope, &proviso_json::ParseOptions::default()) {
+            Ok(v) => v,
+            Err(e) => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "malformed_envelope",
+                        format!("the envelope is not strict JSON: {e}"),
+                        Location::at(e.position()),
+                    )),
+                )
+            }
+        };
+        let payload = match proviso_contract::open_envelope(&value) {
+            Ok(p) => p,
+            Err(rejection) => {
+                return Verdict::from_parts(gates, Err(rejection.with_text_position(envelope)))
+            }
+        };
+        gates.push((Gate::Transport, GateStatus::Passed));
+        if payload.tool_calls.is_empty() {
+            let text = payload.text.unwrap_or_default();
+            let proposal = match self.format.parse(&text, &self.registry) {
+                Ok(p) => p,
+                Err(rejection) => {
+                    if rejection.gate() != Gate::Parse {
+                        gates.push((Gate::Parse, GateStatus::Passed));
+                    }
+                    return Verdict::from_parts(gates, Err(rejection));
+                }
+            };
+            gates.push((Gate::Parse, GateStatus::Passed));
+            return self.check_proposal(proposal, usage, gates);
+        }
+        let mut calls = Vec::with_capacity(payload.tool_calls.len());
+        for call in payload.tool_calls {
+            let arguments = match call.arguments {
+                proviso_contract::TransportedArguments::Value(v) => v,
+                proviso_contract::TransportedArguments::Text(text) => {
+                    match proviso_json::parse(
+                        text.as_bytes(),
+                        &proviso_json::ParseOptions::default(),
+                    ) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return Verdict::from_parts(
+                                gates,
+                                Err(Rejection::from_parse_error(&e).with_instance_path(&format!(
+                                    "{}/function/arguments",
+                                    call.pointer
+                                ))),
+                            )
+                        }
+                    }
+                }
+            };
+            calls.push(crate::format::ProposedCall {
+                name: call.name,
+                arguments,
+                pointer: call.pointer,
+            });
+        }
+        gates.push((Gate::Parse, GateStatus::Passed));
+        let rationale = payload.text.filter(|t| !t.trim().is_empty());
+        self.check_proposal(
+            Proposal {
+                calls,
+                other: None,
+                rationale,
+            },
+            usage,
+            gates,
+        )
+    }
+
     /// Runs the gates from schema on over a parsed proposal (the server uses this for calls
     /// that arrive already split out of a provider's response).
     #[must_use]

@@ -1,0 +1,329 @@
+//! `proviso demo`: a bundled agent answers a question on the local model, and every step is
+//! printed as it is disposed of: the raw output, each gate's verdict, the parsed intent, the
+//! tool result, and how the run ended.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use proviso::decode::{CompileOptions, Sampling};
+use proviso::harness::{Event, JsonlTrace, Observer, RunEnd, ToolOutcome};
+use proviso::llama::RunOptions;
+use proviso::tools::CallFormat;
+use proviso::{GateStatus, Intent, LocalModel, LocalProposer, Verdict};
+use proviso_demo::DemoKind;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum AgentChoice {
+    /// Pick from the question's words.
+    Auto,
+    /// The clinical-trial agent.
+    Trials,
+    /// The travel-policy agent (cited answers; envelope format only).
+    Travel,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// The question; each agent has an example question when none is given.
+    question: Option<String>,
+    /// Which bundled agent answers.
+    #[arg(long, value_enum, default_value_t = AgentChoice::Auto)]
+    agent: AgentChoice,
+    /// How the model writes tool calls: envelope, hermes, llama3 or pythonic.
+    #[arg(long, default_value = "envelope")]
+    format: CallFormat,
+    /// Write the run as JSON Lines (raw outputs and parsed intents as separate records).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// A GGUF model; the default model is fetched on first use.
+    #[arg(long, value_name = "M.gguf")]
+    model: Option<PathBuf>,
+    /// Sampling temperature; 0 (the default) is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the final report as one JSON object instead of the readable log.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
+    let kind = match args.agent {
+        AgentChoice::Trials => DemoKind::Trials,
+        AgentChoice::Travel => DemoKind::Travel,
+        AgentChoice::Auto => args
+            .question
+            .as_deref()
+            .map_or(DemoKind::Trials, DemoKind::for_question),
+    };
+    let question = args
+        .question
+        .clone()
+        .unwrap_or_else(|| kind.example().to_owned());
+    let agent = proviso_demo::agent(kind, args.format)?;
+    let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
+    let engine = local.engine(RunOptions::default())?;
+    let sampling = if args.temperature > 0.0 {
+        Sampling {
+            temperature: args.temperature,
+            seed: args.seed,
+            ..Sampling::greedy()
+        }
+    } else {
+        Sampling::greedy()
+    };
+    let mut proposer = LocalProposer::new(&local, engine, sampling, CompileOptions::default());
+    // A grammar the decoder cannot enforce is refused before the run, never downgraded.
+    proposer
+        .prepare(agent.grammar())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let model = local
+        .path()
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut printer = Printer {
+        quiet: args.json,
+        header: format!(
+            "proviso demo · agent: {} · format: {} · model: {model} (in-process, {})",
+            kind.name(),
+            args.format,
+            if args.temperature > 0.0 {
+                "sampled"
+            } else {
+                "greedy"
+            }
+        ),
+    };
+    let report = match &args.trace {
+        Some(path) => {
+            let file =
+                File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            let mut trace =
+                JsonlTrace::new(BufWriter::new(file), format!("demo-{}", std::process::id()));
+            let report = agent.run(&mut proposer, &question, &mut (&mut printer, &mut trace));
+            trace
+                .finish()
+                .with_context(|| format!("writing {}", path.display()))?;
+            report
+        }
+        None => agent.run(&mut proposer, &question, &mut printer),
+    };
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
+    }
+    Ok(if report.end.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Prints each event as it happens.
+struct Printer {
+    quiet: bool,
+    header: String,
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max).collect();
+    format!("{cut}… ({} more characters)", text.chars().count() - max)
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+fn gates_line(verdict: &Verdict) -> String {
+    let mut line = String::new();
+    for (gate, status) in verdict.gates() {
+        let mark = match status {
+            GateStatus::Passed => "pass",
+            GateStatus::Failed => "FAIL",
+            GateStatus::NotApplicable => "n/a",
+            GateStatus::Skipped => "skipped",
+        };
+        let _ = write!(line, "{gate} {mark} · ");
+    }
+    line.trim_end_matches(" · ").to_owned()
+}
+
+fn intent_line(intent: &Intent) -> String {
+    match intent {
+        Intent::ToolRequest { calls, .. } => calls
+            .iter()
+            .map(|c| {
+                format!(
+                    "call {}({})",
+                    c.name(),
+                    Value::Object(c.arguments().clone())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Intent::FinalAnswer { answer, .. } => format!("final answer {answer}"),
+        Intent::Clarification { question, .. } => format!("clarification: {question}"),
+        Intent::Abort { reason, .. } => format!("abort: {reason}"),
+        Intent::PlanUpdate { plan, .. } => format!("plan update: {}", plan.join("; ")),
+        other => other.kind().to_owned(),
+    }
+}
+
+impl Observer for Printer {
+    fn event(&mut self, event: &Event<'_>) {
+        if self.quiet {
+            return;
+        }
+        let mut out = String::new();
+        match event {
+            Event::Started {
+                question, tools, ..
+            } => {
+                let _ = writeln!(out, "{}", self.header);
+                let _ = writeln!(out, "question: {question}");
+                let _ = writeln!(out, "tools: {}", tools.join(", "));
+            }
+            Event::ModelOutput {
+                step,
+                proposed,
+                duration,
+            } => {
+                let _ = writeln!(out, "\n── step {step} ──");
+                let _ = writeln!(
+                    out,
+                    "model output ({} tokens in {:.2} s, finish: {}):",
+                    proposed.output_tokens,
+                    duration.as_secs_f64(),
+                    proposed.finish_reason
+                );
+                out.push_str(&indent(&shorten(&proposed.text, 600)));
+            }
+            Event::Verdict { verdict, .. } => {
+                let _ = writeln!(out, "gates: {}", gates_line(verdict));
+                match (verdict.intent(), verdict.rejection()) {
+                    (Some(intent), _) => {
+                        let _ = writeln!(out, "intent: {}", shorten(&intent_line(intent), 400));
+                    }
+                    (None, Some(r)) => {
+                        let _ = writeln!(
+                            out,
+                            "rejected at the {} gate: {} — {}",
+                            r.gate(),
+                            r.code(),
+                            r.message()
+                        );
+                        let _ = writeln!(out, "(nothing ran; the rejection is shown to the model)");
+                    }
+                    (None, None) => {}
+                }
+            }
+            Event::AnswerVerdict { verdict, .. } => {
+                let _ = writeln!(out, "answer contract: {}", gates_line(verdict));
+                if let Some(r) = verdict.rejection() {
+                    let _ = writeln!(
+                        out,
+                        "answer rejected at the {} gate: {} — {}",
+                        r.gate(),
+                        r.code(),
+                        r.message()
+                    );
+                }
+            }
+            Event::ToolResult { executed, .. } => {
+                let status = match &executed.outcome {
+                    ToolOutcome::Ok { result } => {
+                        format!("ok\n{}", indent(&shorten(&result.to_string(), 500)))
+                    }
+                    ToolOutcome::Failed { failure } => {
+                        format!("failed: {} — {}\n", failure.code, failure.message)
+                    }
+                    ToolOutcome::TimedOut { after_ms } => {
+                        format!("timed out after {after_ms} ms\n")
+                    }
+                };
+                let _ = write!(
+                    out,
+                    "tool {} [{}] ran in {} ms: {status}",
+                    executed.call.name(),
+                    executed.call.id().unwrap_or_default(),
+                    executed.duration_ms
+                );
+            }
+            Event::Finished { report } => {
+                let _ = writeln!(out, "\n── end ──");
+                match &report.end {
+                    RunEnd::FinalAnswer { answer } => {
+                        let shown = answer
+                            .as_str()
+                            .map_or_else(|| answer.to_string(), str::to_owned);
+                        let _ = writeln!(out, "final answer: {shown}");
+                    }
+                    RunEnd::Clarification { question } => {
+                        let _ = writeln!(out, "the agent asks: {question}");
+                    }
+                    RunEnd::Abort { reason } => {
+                        let _ = writeln!(out, "the agent stopped: {reason}");
+                    }
+                    RunEnd::BudgetExhausted { code, message } => {
+                        let _ = writeln!(out, "budget exhausted ({code}): {message}");
+                    }
+                    RunEnd::Rejected {
+                        rejection,
+                        attempts,
+                    } => {
+                        let _ = writeln!(
+                            out,
+                            "ended after {attempts} rejected steps in a row; last: {} gate, {} — {}",
+                            rejection.gate(),
+                            rejection.code(),
+                            rejection.message()
+                        );
+                    }
+                    RunEnd::Refused { rejection } => {
+                        let _ = writeln!(out, "refused: {}", rejection.message());
+                    }
+                    RunEnd::ModelFailed { code, message } => {
+                        let _ = writeln!(out, "model failed ({code}): {message}");
+                    }
+                    other => {
+                        let _ = writeln!(out, "{other:?}");
+                    }
+                }
+                let u = &report.usage;
+                let rejections = if report.rejections.is_empty() {
+                    "none".to_owned()
+                } else {
+                    report
+                        .rejections
+                        .iter()
+                        .map(|(g, n)| format!("{g} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let _ = writeln!(
+                    out,
+                    "usage: {} steps, {} tool calls, {} tokens, {:.1} s; rejected steps: {rejections}",
+                    u.steps,
+                    u.tool_calls,
+                    u.tokens,
+                    u.wall_ms as f64 / 1000.0
+                );
+            }
+            _ => {}
+        }
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout (a pager quit early) must not stop the run.
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    }
+}
