@@ -42,6 +42,22 @@ pub trait Engine: Send {
     ///
     /// [`EngineError`] if the runtime fails.
     fn reset(&mut self) -> Result<(), EngineError>;
+    /// Keeps the first `len` tokens of the context and forgets the rest, so that a prompt
+    /// sharing a prefix with the previous one is not computed again. The default forgets
+    /// everything, which is always correct.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] if the runtime fails.
+    fn truncate(&mut self, len: usize) -> Result<(), EngineError> {
+        let _ = len;
+        self.reset()
+    }
+    /// The tokens in the context, in order (empty for an engine that does not keep them,
+    /// which then never reuses a prefix).
+    fn history(&self) -> &[TokenId] {
+        &[]
+    }
     /// Appends `tokens` to the context in one forward pass and computes the logits that
     /// follow the last of them.
     ///

@@ -75,6 +75,8 @@ impl Default for GenerateOptions {
 pub struct Stats {
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
+    /// Prompt tokens whose computation was reused from the previous generation.
+    pub cached_prompt_tokens: usize,
     /// Tokens generated, forced ones included.
     pub generated_tokens: usize,
     /// Tokens the grammar forced (fed without sampling).
@@ -131,6 +133,7 @@ impl Stats {
         };
         serde_json::json!({
             "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "generated_tokens": self.generated_tokens,
             "forced_tokens": self.forced_tokens,
             "forward_passes": self.forward_passes,
@@ -293,10 +296,35 @@ impl<E: Engine> Generator<E> {
             stop_reason: StopReason::Length,
             stats: Stats::default(),
         };
-        self.engine.reset()?;
+        // The context keeps the longest prefix this prompt shares with what it holds (an
+        // agent's next step repeats the whole conversation so far); at least one token is fed
+        // again, because the logits after the prompt are needed.
+        let shared = self
+            .engine
+            .history()
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len().saturating_sub(1));
+        if shared == 0 {
+            self.engine.reset()?;
+        } else {
+            self.engine.truncate(shared)?;
+        }
+        if self.engine.len() != shared {
+            // The engine could not keep the prefix: start over.
+            self.engine.reset()?;
+        }
+        stats.cached_prompt_tokens = self.engine.len();
         // Prefill, overlapped with the first mask.
-        let (prefill, mut next) =
-            self.step(prompt, false, matcher.as_mut(), options, &mut stats)?;
+        let (prefill, mut next) = self.step(
+            &prompt[self.engine.len()..],
+            false,
+            matcher.as_mut(),
+            options,
+            &mut stats,
+        )?;
         stats.prefill = prefill;
         let budget = options.max_tokens.min(capacity - prompt.len());
         let stop_reason = loop {

@@ -150,6 +150,7 @@ impl Model {
             n_past: 0,
             n_ctx: options.n_ctx as usize,
             last_index: 0,
+            history: Vec::new(),
         })
     }
 
@@ -295,6 +296,7 @@ pub struct LlamaEngine {
     n_past: usize,
     n_ctx: usize,
     last_index: i32,
+    history: Vec<TokenId>,
 }
 
 impl std::fmt::Debug for LlamaEngine {
@@ -310,7 +312,33 @@ impl Engine for LlamaEngine {
     fn reset(&mut self) -> Result<(), EngineError> {
         self.context.clear_kv_cache();
         self.n_past = 0;
+        self.history.clear();
         Ok(())
+    }
+
+    fn truncate(&mut self, len: usize) -> Result<(), EngineError> {
+        if len >= self.n_past {
+            return Ok(());
+        }
+        if len == 0 {
+            return self.reset();
+        }
+        let from = u32::try_from(len).map_err(|_| EngineError("position overflow".into()))?;
+        let removed = self
+            .context
+            .clear_kv_cache_seq(Some(0), Some(from), None)
+            .map_err(|e| EngineError(e.to_string()))?;
+        if !removed {
+            // Some memory types cannot drop a suffix; starting over is always correct.
+            return self.reset();
+        }
+        self.n_past = len;
+        self.history.truncate(len);
+        Ok(())
+    }
+
+    fn history(&self) -> &[TokenId] {
+        &self.history
     }
 
     fn decode(&mut self, tokens: &[TokenId]) -> Result<(), EngineError> {
@@ -336,6 +364,7 @@ impl Engine for LlamaEngine {
                 .decode(&mut self.batch)
                 .map_err(|e| EngineError(e.to_string()))?;
             self.n_past += chunk.len();
+            self.history.extend_from_slice(chunk);
             self.last_index = self.batch.n_tokens() - 1;
         }
         Ok(())
