@@ -34,9 +34,11 @@ pub(crate) struct DemoArgs {
     /// Which bundled agent answers.
     #[arg(long, value_enum, default_value_t = AgentChoice::Auto)]
     agent: AgentChoice,
-    /// How the model writes tool calls: envelope, hermes, llama3 or pythonic.
-    #[arg(long, default_value = "envelope")]
-    format: CallFormat,
+    /// How the model writes tool calls: envelope, hermes, llama3 or pythonic. By default the
+    /// trial agent uses hermes (the small default model writes it best) and the travel agent
+    /// the envelope (its cited answers need it).
+    #[arg(long)]
+    format: Option<CallFormat>,
     /// Write the run as JSON Lines (raw outputs and parsed intents as separate records).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -67,7 +69,11 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         .question
         .clone()
         .unwrap_or_else(|| kind.example().to_owned());
-    let agent = proviso_demo::agent(kind, args.format)?;
+    let format = args.format.unwrap_or(match kind {
+        DemoKind::Trials => CallFormat::Hermes,
+        DemoKind::Travel => CallFormat::Envelope,
+    });
+    let agent = proviso_demo::agent(kind, format)?;
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {
@@ -93,7 +99,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         header: format!(
             "proviso demo · agent: {} · format: {} · model: {model} (in-process, {})",
             kind.name(),
-            args.format,
+            format,
             if args.temperature > 0.0 {
                 "sampled"
             } else {

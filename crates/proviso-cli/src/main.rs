@@ -93,6 +93,7 @@ struct CheckArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_tracing();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -102,6 +103,26 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// With `PROVISO_LOG` set (an `EnvFilter` directive such as `info`), every span (each model
+/// call and tool execution, with its OpenTelemetry GenAI attributes) is written to stderr as
+/// one JSON line when it closes.
+fn init_tracing() {
+    let Ok(filter) = std::env::var("PROVISO_LOG") else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second initialisation (never here) would be the only failure; ignoring it is safe.
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

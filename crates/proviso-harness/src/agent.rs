@@ -55,6 +55,10 @@ pub struct ProposeRequest<'a> {
     pub grammar: &'a CallGrammar,
     /// Token limit for the step.
     pub max_tokens: usize,
+    /// How many steps in a row were rejected just before this one (0 for a fresh step). A
+    /// greedy proposer should sample on a retry: the same prompt prefix would otherwise yield
+    /// the same rejected step.
+    pub retry: u32,
 }
 
 /// What the model wrote for one step.
@@ -110,6 +114,9 @@ pub struct AgentConfig {
     pub max_tokens_per_step: usize,
     /// Rejected steps in a row before the run ends with an error.
     pub max_consecutive_rejections: u32,
+    /// Require a tool call (as `tool_choice: required` does) until one has run, so the model
+    /// looks something up before it may answer.
+    pub call_before_answer: bool,
     /// Refuse a call identical (same tool, same arguments) to one that already ran in this
     /// run, at the application gate: its result is already in the conversation, and a small
     /// model otherwise loops on it until the step budget ends the run.
@@ -129,6 +136,7 @@ impl Default for AgentConfig {
             max_tokens_per_step: 256,
             max_consecutive_rejections: 2,
             refuse_repeated_calls: true,
+            call_before_answer: false,
             answer_contract: None,
         }
     }
@@ -349,6 +357,7 @@ pub struct Agent {
     config: AgentConfig,
     gate: ToolGate,
     grammar: CallGrammar,
+    first_grammar: Option<CallGrammar>,
     system: String,
     counters: Arc<Counters>,
 }
@@ -368,12 +377,22 @@ impl Agent {
         } else {
             format!("{}\n\n{tool_text}", config.system.trim_end())
         };
+        let first_grammar = if config.call_before_answer && !registry.is_empty() {
+            let options = GrammarOptions {
+                choice: proviso_tools::ToolChoice::Required,
+                ..config.grammar.clone()
+            };
+            Some(config.format.grammar(&registry, &options)?)
+        } else {
+            None
+        };
         let gate = ToolGate::new(registry, config.format, config.policy.clone());
         Ok(Self {
             toolbox,
             config,
             gate,
             grammar,
+            first_grammar,
             system,
             counters: Arc::new(Counters::default()),
         })
@@ -446,15 +465,20 @@ impl Agent {
             }
             usage.steps += 1;
             let step = usage.steps;
-            let (proposed, duration) = match self.generate(proposer, &messages, step, in_a_row) {
-                Ok(p) => p,
-                Err(e) => {
-                    break RunEnd::ModelFailed {
-                        code: e.code,
-                        message: e.message,
-                    }
-                }
+            let grammar = match &self.first_grammar {
+                Some(first) if executed.is_empty() => first,
+                _ => &self.grammar,
             };
+            let (proposed, duration) =
+                match self.generate(proposer, &messages, grammar, step, in_a_row) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        break RunEnd::ModelFailed {
+                            code: e.code,
+                            message: e.message,
+                        }
+                    }
+                };
             self.counters.update(|c| c.steps += 1);
             usage.tokens += proposed.output_tokens;
             usage.wall_ms = millis(started.elapsed());
@@ -464,7 +488,7 @@ impl Agent {
                 duration,
             });
             let finish = Finish::from_reason(&proposed.finish_reason).unwrap_or(Finish::Stop);
-            let verdict = self.gate.check(&proposed.text, finish, &usage);
+            let verdict = self.gate.check_step(&proposed.text, finish, &usage, step);
             let verdict = if self.config.refuse_repeated_calls {
                 refuse_repeats(verdict, &executed)
             } else {
@@ -479,8 +503,8 @@ impl Agent {
                 Err(rejection) => Some(rejection),
                 Ok(Intent::ToolRequest { calls, .. }) => {
                     in_a_row = 0;
-                    for (i, call) in calls.into_iter().enumerate() {
-                        let done = self.dispatch(step, i, &call, &mut usage);
+                    for call in calls {
+                        let done = self.dispatch(step, call, &mut usage);
                         observer.event(&Event::ToolResult {
                             step,
                             executed: &done,
@@ -614,6 +638,7 @@ impl Agent {
         &self,
         proposer: &mut dyn Proposer,
         messages: &[Turn],
+        grammar: &CallGrammar,
         step: u64,
         retry: u32,
     ) -> Result<(Proposed, Duration), ProposerError> {
@@ -633,8 +658,9 @@ impl Agent {
         let started = Instant::now();
         let result = proposer.propose(&ProposeRequest {
             messages,
-            grammar: &self.grammar,
+            grammar,
             max_tokens: self.config.max_tokens_per_step,
+            retry,
         });
         let duration = started.elapsed();
         span.record("duration_ms", millis(duration));
@@ -654,20 +680,8 @@ impl Agent {
         result.map(|p| (p, duration))
     }
 
-    fn dispatch(
-        &self,
-        step: u64,
-        index: usize,
-        call: &ToolCall,
-        usage: &mut Usage,
-    ) -> ExecutedCall {
-        let id = format!("call_{step}_{}", index + 1);
-        let call = ToolCall::new(
-            Some(id.clone()),
-            call.name().to_owned(),
-            call.arguments().clone(),
-            call.intent_class(),
-        );
+    fn dispatch(&self, step: u64, call: ToolCall, usage: &mut Usage) -> ExecutedCall {
+        let id = call.id().unwrap_or_default().to_owned();
         let arguments = Value::Object(call.arguments().clone()).to_string();
         let span = tracing::info_span!(
             "execute_tool",

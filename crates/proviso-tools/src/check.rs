@@ -87,6 +87,13 @@ impl ToolGate {
     /// written order; the harness may renumber them.
     #[must_use]
     pub fn check(&self, text: &str, finish: Finish, usage: &Usage) -> Verdict {
+        self.check_step(text, finish, usage, 0)
+    }
+
+    /// As [`ToolGate::check`], numbering accepted calls `call_{step}_1`, `call_{step}_2`, …
+    /// (or `call_1`, … for step 0), the ids the harness executes them under.
+    #[must_use]
+    pub fn check_step(&self, text: &str, finish: Finish, usage: &Usage, step: u64) -> Verdict {
         let mut gates = Vec::with_capacity(8);
         // Gate 1: transport.
         match finish {
@@ -127,7 +134,7 @@ impl ToolGate {
             }
         };
         gates.push((Gate::Parse, GateStatus::Passed));
-        self.check_proposal(proposal, usage, gates)
+        self.numbered(proposal, usage, gates, step)
     }
 
     /// Checks a provider response envelope (an OpenAI chat completion or an Anthropic
@@ -220,7 +227,17 @@ impl ToolGate {
         &self,
         proposal: Proposal,
         usage: &Usage,
+        gates: Vec<(Gate, GateStatus)>,
+    ) -> Verdict {
+        self.numbered(proposal, usage, gates, 0)
+    }
+
+    fn numbered(
+        &self,
+        proposal: Proposal,
+        usage: &Usage,
         mut gates: Vec<(Gate, GateStatus)>,
+        step: u64,
     ) -> Verdict {
         let Proposal {
             calls,
@@ -287,7 +304,11 @@ impl ToolGate {
                     accepted.push((
                         tool,
                         ToolCall::new(
-                            Some(format!("call_{}", i + 1)),
+                            Some(if step == 0 {
+                                format!("call_{}", i + 1)
+                            } else {
+                                format!("call_{step}_{}", i + 1)
+                            }),
                             call.name.clone(),
                             arguments.clone(),
                             tool.spec().class(),

@@ -17,7 +17,8 @@ pub struct LocalProposer<'m> {
     generator: Generator<LlamaEngine>,
     sampling: Sampling,
     compile: CompileOptions,
-    compiled: Option<(Grammar, Compiled)>,
+    /// Compiled grammars, most recent first (an agent alternates between at most a few).
+    compiled: Vec<(Grammar, Compiled)>,
     last: Option<Stats>,
     name: String,
 }
@@ -41,7 +42,7 @@ impl<'m> LocalProposer<'m> {
             model,
             sampling,
             compile,
-            compiled: None,
+            compiled: Vec::new(),
             last: None,
             name,
         }
@@ -54,34 +55,36 @@ impl<'m> LocalProposer<'m> {
     ///
     /// [`ProposerError`] with code `unsupported_constraint` or `invalid_constraint`.
     pub fn prepare(&mut self, grammar: &CallGrammar) -> Result<&Compiled, ProposerError> {
-        let fresh = !matches!(&self.compiled, Some((g, _)) if *g == grammar.grammar);
-        if fresh {
-            let spec = match &grammar.grammar {
-                Grammar::JsonSchema(schema) => ConstraintSpec::JsonSchema(schema.clone()),
-                Grammar::Lark(lark) => ConstraintSpec::Lark(lark.clone()),
-            };
-            let compiled = self
-                .model
-                .compile(&spec, &self.compile)
-                .map_err(|e| ProposerError {
-                    code: match e {
-                        proviso_decode::ConstraintError::Unsupported { .. } => {
-                            "unsupported_constraint"
-                        }
-                        _ => "invalid_constraint",
-                    }
-                    .into(),
-                    message: e.to_string(),
-                })?;
-            self.compiled = Some((grammar.grammar.clone(), compiled));
-        }
-        match &self.compiled {
-            Some((_, compiled)) => Ok(compiled),
-            None => Err(ProposerError {
-                code: "invalid_constraint".into(),
-                message: "no grammar".into(),
-            }),
-        }
+        let index = match self
+            .compiled
+            .iter()
+            .position(|(g, _)| *g == grammar.grammar)
+        {
+            Some(i) => i,
+            None => {
+                let spec = match &grammar.grammar {
+                    Grammar::JsonSchema(schema) => ConstraintSpec::JsonSchema(schema.clone()),
+                    Grammar::Lark(lark) => ConstraintSpec::Lark(lark.clone()),
+                };
+                let compiled =
+                    self.model
+                        .compile(&spec, &self.compile)
+                        .map_err(|e| ProposerError {
+                            code: match e {
+                                proviso_decode::ConstraintError::Unsupported { .. } => {
+                                    "unsupported_constraint"
+                                }
+                                _ => "invalid_constraint",
+                            }
+                            .into(),
+                            message: e.to_string(),
+                        })?;
+                self.compiled.truncate(3);
+                self.compiled.insert(0, (grammar.grammar.clone(), compiled));
+                0
+            }
+        };
+        Ok(&self.compiled[index].1)
     }
 
     /// Statistics of the last step.
@@ -102,21 +105,26 @@ impl Proposer for LocalProposer<'_> {
             code: "prompt_failed".into(),
             message: e.to_string(),
         })?;
-        self.prepare(request.grammar)?;
-        let Some((_, compiled)) = &self.compiled else {
-            return Err(ProposerError {
-                code: "invalid_constraint".into(),
-                message: "no grammar".into(),
-            });
+        let compiled = self.prepare(request.grammar)?.clone();
+        // A rejected greedy step would come back unchanged: retries sample instead.
+        let sampling = if request.retry > 0 && self.sampling.temperature == 0.0 {
+            Sampling {
+                temperature: 0.7,
+                top_p: 0.95,
+                seed: self.sampling.seed.wrapping_add(u64::from(request.retry)),
+                ..self.sampling
+            }
+        } else {
+            self.sampling
         };
         let options = GenerateOptions {
             max_tokens: request.max_tokens,
-            sampling: self.sampling,
+            sampling,
             ..GenerateOptions::default()
         };
         let generation = self
             .generator
-            .generate(&prompt, Some(compiled), &options)
+            .generate(&prompt, Some(&compiled), &options)
             .map_err(|e| ProposerError {
                 code: "generation_failed".into(),
                 message: e.to_string(),

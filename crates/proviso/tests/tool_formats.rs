@@ -90,6 +90,7 @@ fn every_format_generates_parses_and_round_trips() {
                     messages: &messages,
                     grammar: &grammar,
                     max_tokens: 120,
+                    retry: 0,
                 })
                 .unwrap();
             println!(
@@ -157,6 +158,7 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
                 messages: &messages,
                 grammar: &grammar,
                 max_tokens: 60,
+                retry: 0,
             })
             .unwrap();
         println!(
