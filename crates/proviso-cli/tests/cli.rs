@@ -224,3 +224,174 @@ fn generate_checks_its_output_with_the_gates() {
         assert!(stats.get(key).is_some(), "{key} missing from {stats}");
     }
 }
+
+fn check_tools(format: &str, file: &str, policy: Option<&str>) -> String {
+    let mut args = vec![
+        "check",
+        "--tools",
+        "examples/tools/trial-tools.json",
+        "--format",
+        format,
+    ];
+    if let Some(policy) = policy {
+        args.extend_from_slice(&["--policy", policy]);
+    }
+    args.push(file);
+    let (code, stdout, stderr) = proviso(&args, None);
+    assert!(stderr.is_empty(), "{stderr}");
+    let verdict: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(verdict["accepted"].as_bool().unwrap(), code == 0);
+    format!("exit: {code}\n{stdout}")
+}
+
+#[test]
+fn tools_hermes_call_accepted() {
+    insta::assert_snapshot!(check_tools(
+        "hermes",
+        "examples/steps/get-arm.hermes.txt",
+        None
+    ));
+}
+
+#[test]
+fn tools_pythonic_traversal_refused_by_policy() {
+    insta::assert_snapshot!(check_tools(
+        "pythonic",
+        "examples/steps/traversal.pythonic.txt",
+        Some("examples/tools/clerk-policy.json")
+    ));
+}
+
+#[test]
+fn tools_llama3_refund_over_limit() {
+    insta::assert_snapshot!(check_tools(
+        "llama3",
+        "examples/steps/refund-over-limit.llama3.txt",
+        Some("examples/tools/clerk-policy.json")
+    ));
+}
+
+#[test]
+fn tools_envelope_invented_tool() {
+    insta::assert_snapshot!(check_tools(
+        "envelope",
+        "examples/steps/invented-tool.envelope.json",
+        None
+    ));
+}
+
+#[test]
+fn tools_mutate_without_a_grant_is_refused() {
+    let (code, stdout, _) = proviso(
+        &[
+            "check",
+            "--tools",
+            "examples/tools/trial-tools.json",
+            "--format",
+            "pythonic",
+            "-",
+        ],
+        Some(br#"[export_report(path="vela.md", trial_id="NCT04123456")]"#),
+    );
+    assert_eq!(code, 1);
+    let verdict: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(verdict["gate"], "permission");
+    assert_eq!(verdict["code"], "permission_denied");
+}
+
+#[test]
+fn tools_check_reads_native_tool_calls_from_an_envelope() {
+    let envelope = serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_x",
+            "type": "function", "function": {"name": "get_arm",
+            "arguments": "{\"trial_id\": \"NCT0412\"}"}}]}}]});
+    let (code, stdout, _) = proviso(
+        &[
+            "check",
+            "--tools",
+            "examples/tools/trial-tools.json",
+            "--envelope",
+            "--compact",
+            "-",
+        ],
+        Some(envelope.to_string().as_bytes()),
+    );
+    assert_eq!(code, 1);
+    let verdict: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(verdict["gate"], "schema");
+    assert_eq!(verdict["code"], "pattern_mismatch");
+}
+
+#[test]
+fn check_needs_a_schema_or_tools() {
+    let (code, _, stderr) = proviso(&["check", "examples/outputs/answered.json"], None);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--schema") && stderr.contains("--tools"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn demo_prints_every_step_and_writes_a_trace() {
+    let trace = std::env::temp_dir().join(format!("proviso-demo-{}.jsonl", std::process::id()));
+    let (code, stdout, stderr) = proviso(
+        &[
+            "demo",
+            "--trace",
+            trace.to_str().unwrap(),
+            "Which arms of trial NCT04123456 were terminated?",
+        ],
+        None,
+    );
+    assert!(code == 0 || code == 1, "{stderr}");
+    for part in [
+        "question:",
+        "── step 1 ──",
+        "model output",
+        "gates: transport pass",
+        "── end ──",
+        "usage:",
+    ] {
+        assert!(stdout.contains(part), "missing {part:?} in\n{stdout}");
+    }
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    std::fs::remove_file(&trace).unwrap();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_start"));
+    assert_eq!(kinds.last(), Some(&"run_end"));
+    assert!(kinds.contains(&"model_output"));
+    // Raw output and parsed intent are separate records.
+    let raw = records
+        .iter()
+        .find(|r| r["record"] == "model_output")
+        .unwrap();
+    assert!(raw["raw"].is_string() && raw.get("verdict").is_none());
+    assert!(records
+        .iter()
+        .any(|r| r["record"] == "intent" || r["record"] == "rejection"));
+}
+
+#[test]
+fn demo_refuses_a_format_the_agent_cannot_use() {
+    let (code, _, stderr) = proviso(
+        &[
+            "demo",
+            "--agent",
+            "travel",
+            "--format",
+            "pythonic",
+            "What is the hotel limit?",
+        ],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("envelope"), "{stderr}");
+}

@@ -286,15 +286,16 @@ impl ToolGate {
                             names.join(", ")
                         }
                     ),
-                    location: Location::instance(format!("{}/name", call.pointer)),
+                    location: Location::instance(format!("{}/{}", call.pointer, self.name_key())),
                 });
                 continue;
             };
             let before = violations.len();
             for mut v in tool.schema().violations(&call.arguments) {
                 v.location.instance_path = Some(format!(
-                    "{}/arguments{}",
+                    "{}/{}{}",
                     call.pointer,
+                    self.arguments_key(),
                     v.location.instance_path.unwrap_or_default()
                 ));
                 violations.push(v);
@@ -320,7 +321,11 @@ impl ToolGate {
                         code: "type_mismatch".into(),
                         keyword: Some("type".into()),
                         message: "the arguments must be an object".into(),
-                        location: Location::instance(format!("{}/arguments", call.pointer)),
+                        location: Location::instance(format!(
+                            "{}/{}",
+                            call.pointer,
+                            self.arguments_key()
+                        )),
                     });
                 }
             }
@@ -341,7 +346,7 @@ impl ToolGate {
                 any_policy = true;
                 policy.check(
                     call.arguments(),
-                    &format!("{pointer}/arguments"),
+                    &format!("{pointer}/{}", self.arguments_key()),
                     &mut violations,
                 );
             }
@@ -374,7 +379,7 @@ impl ToolGate {
                         call.name(),
                         tool.spec().class().as_str()
                     ),
-                    location: Location::instance(format!("{pointer}/name")),
+                    location: Location::instance(format!("{pointer}/{}", self.name_key())),
                 });
             }
         }
@@ -394,6 +399,22 @@ impl ToolGate {
         gates.push((Gate::Evidence, GateStatus::NotApplicable));
         let calls = accepted.into_iter().map(|(_, call, _)| call).collect();
         Verdict::from_parts(gates, Ok(Intent::ToolRequest { calls, rationale }))
+    }
+
+    /// Where a call names its tool, in this format's instance paths.
+    fn name_key(&self) -> &'static str {
+        match self.format {
+            CallFormat::Envelope => "tool",
+            _ => "name",
+        }
+    }
+
+    /// Where a call carries its arguments, in this format's instance paths.
+    fn arguments_key(&self) -> &'static str {
+        match self.format {
+            CallFormat::Llama3 => "parameters",
+            _ => "arguments",
+        }
     }
 
     fn budget(

@@ -426,7 +426,7 @@ pub(super) fn parse_llama3(text: &str) -> Result<Proposal, Rejection> {
         }
     })?;
     Ok(Proposal {
-        calls: vec![call_object(&value, "name", "parameters", "/calls/0")?],
+        calls: vec![call_object(&value, "name", "parameters", "")?],
         other: None,
         rationale: None,
     })
