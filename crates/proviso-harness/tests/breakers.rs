@@ -2,6 +2,8 @@
 //! scripted model. Every test asserts where the abuse surfaced (which gate, which code, or
 //! that it stayed data) and that no side effect ran that the gates had not approved.
 
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::BTreeMap;
 
 use std::sync::{Arc, Mutex};

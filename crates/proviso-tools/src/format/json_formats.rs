@@ -361,7 +361,7 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
             }
         }
         let end = start + stream.byte_offset();
-        let value = proviso_json::parse(text[start..end].as_bytes(), &strict()).map_err(|e| {
+        let value = proviso_json::parse(&text.as_bytes()[start..end], &strict()).map_err(|e| {
             parse_error_at(text, start + e.position().offset, e.code(), e.message())
         })?;
         let pointer = format!("/calls/{}", calls.len());
