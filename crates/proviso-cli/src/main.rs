@@ -14,6 +14,7 @@ mod bench;
 mod demo;
 mod generate;
 mod model;
+mod serve;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,6 +42,9 @@ enum Command {
     /// Exit status: 0 when the run ends in an accepted answer, clarification or abort; 1 when
     /// it ends in an exhausted budget or too many rejected steps; 2 for setup errors.
     Demo(demo::DemoArgs),
+    /// Serve the OpenAI chat-completions API on the local model, with grammar-enforced tool
+    /// calls and structured outputs.
+    Serve(serve::ServeArgs),
     /// Generate on a local model under a grammar (schema, Lark, regex or choice list).
     ///
     /// The output goes to stdout. With a schema it then passes the contract's gates and the
@@ -129,6 +133,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
         Command::Bench(command) => bench::run(&command),

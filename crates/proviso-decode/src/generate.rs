@@ -33,6 +33,8 @@ pub enum StopReason {
     GrammarComplete,
     /// A stop sequence appeared; the output ends before it.
     StopSequence(String),
+    /// The caller stopped the generation (its client went away, or a deadline passed).
+    Cancelled,
 }
 
 impl StopReason {
@@ -41,6 +43,7 @@ impl StopReason {
     pub fn finish_reason(&self) -> &'static str {
         match self {
             Self::Length => "length",
+            Self::Cancelled => "cancelled",
             _ => "stop",
         }
     }
@@ -276,6 +279,33 @@ impl<E: Engine> Generator<E> {
         constraint: Option<&Compiled>,
         options: &GenerateOptions,
     ) -> Result<Generation, GenerateError> {
+        self.generate_streaming(prompt, constraint, options, &mut |_| true)
+    }
+
+    /// As [`Generator::generate`], handing the text to `on_text` as it is produced. Bytes
+    /// that could still turn out to begin a stop sequence are held back until they cannot;
+    /// the pieces concatenate to exactly the final output (a multi-byte character may be
+    /// split between two pieces). When `on_text` returns `false`, generation ends with
+    /// [`StopReason::Cancelled`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Generator::generate`].
+    pub fn generate_streaming(
+        &mut self,
+        prompt: &[TokenId],
+        constraint: Option<&Compiled>,
+        options: &GenerateOptions,
+        on_text: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Generation, GenerateError> {
+        let hold_back = options
+            .stop
+            .iter()
+            .map(String::len)
+            .max()
+            .unwrap_or(1)
+            .saturating_sub(1);
+        let mut emitted = 0_usize;
         let start = Instant::now();
         let capacity = self.engine.capacity();
         if prompt.len() >= capacity {
@@ -372,6 +402,14 @@ impl<E: Engine> Generator<E> {
                 out.bytes.truncate(at);
                 break StopReason::StopSequence(stop);
             }
+            let safe = out.bytes.len().saturating_sub(hold_back);
+            if safe > emitted {
+                if !on_text(&out.bytes[emitted..safe]) {
+                    emitted = safe;
+                    break StopReason::Cancelled;
+                }
+                emitted = safe;
+            }
             if out.tokens.len() >= budget {
                 break StopReason::Length;
             }
@@ -381,6 +419,9 @@ impl<E: Engine> Generator<E> {
             stats.forward_passes += 1;
             next = after;
         };
+        if out.bytes.len() > emitted && stop_reason != StopReason::Cancelled {
+            on_text(&out.bytes[emitted..]);
+        }
         stats.generated_tokens = out.tokens.len();
         stats.total = start.elapsed();
         out.stop_reason = stop_reason;

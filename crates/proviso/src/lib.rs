@@ -50,4 +50,14 @@ pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
 #[cfg(feature = "local")]
 mod proposer;
 #[cfg(feature = "local")]
+mod serve;
+#[cfg(feature = "local")]
+pub use serve::{LocalBackend, LocalBackendConfig, LocalJob, LocalWorker};
+
+/// The OpenAI-compatible server (re-export of `proviso-server`).
+#[cfg(feature = "local")]
+pub mod server {
+    pub use proviso_server::*;
+}
+#[cfg(feature = "local")]
 pub use proposer::LocalProposer;

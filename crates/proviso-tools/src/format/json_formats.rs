@@ -6,7 +6,9 @@ use proviso_contract::{intent, Gate, Intent, IntentClass, Location, Rejection};
 use proviso_json::{ParseOptions, Position};
 use serde_json::{json, Map, Value};
 
-use super::{json_style, start_rule, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall};
+use super::{
+    json_style, start_rule, text_rule, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
+};
 use crate::registry::Registry;
 
 const TOOL_CALL_OPEN: &str = "<tool_call>";
@@ -93,12 +95,6 @@ pub(super) fn envelope_grammar(registry: &Registry, options: &GrammarOptions) ->
     }
 }
 
-/// Free text for an answer under `auto`: it must not start like a call, so a started call is
-/// always held to the call grammar.
-fn text_rule(first_excluded: &str) -> String {
-    format!("TEXT: /[^{first_excluded}\\s][\\s\\S]*/\n")
-}
-
 fn lark_json(schema: &Value) -> String {
     let mut schema = schema.clone();
     if let Value::Object(map) = &mut schema {
@@ -128,7 +124,7 @@ pub(super) fn hermes_grammar(registry: &Registry, options: &GrammarOptions) -> C
         ));
     }
     if options.choice.allows_text() {
-        lark.push_str(&text_rule("<"));
+        lark.push_str(&text_rule(options, "<"));
     }
     CallGrammar {
         grammar: Grammar::Lark(lark),
@@ -148,7 +144,7 @@ pub(super) fn llama3_grammar(registry: &Registry, options: &GrammarOptions) -> C
     if options.choice.allows_call() {
         lark.push_str(&format!("calls: {}\n", lark_json(&schema)));
     }
-    lark.push_str(&text_rule("{"));
+    lark.push_str(&text_rule(options, "{"));
     CallGrammar {
         grammar: Grammar::Lark(lark),
         verified_only: Vec::new(),

@@ -177,8 +177,9 @@ pub struct GrammarOptions {
     pub max_calls: usize,
     /// Longest `reasoning` string of an envelope, in characters.
     pub max_reasoning: usize,
-    /// Schema of an envelope's final `answer` (a non-empty string of at most 600 characters
-    /// when `None`).
+    /// Schema of the final answer: an envelope's `answer` field (a non-empty string of at
+    /// most 600 characters when `None`), or the whole text answer of a native format (free
+    /// text when `None`).
     pub answer: Option<Value>,
     /// Whether an envelope may carry `clarification` and `abort` intents.
     pub allow_clarification: bool,
@@ -224,9 +225,25 @@ pub(crate) fn json_style() -> Value {
 /// The start rule of a Lark call grammar under `options.choice`.
 pub(crate) fn start_rule(options: &GrammarOptions) -> &'static str {
     match (options.choice.allows_call(), options.choice.allows_text()) {
-        (true, true) => "start: calls | TEXT\n",
+        (true, true) => "start: calls | text\n",
         (true, false) => "start: calls\n",
-        _ => "start: TEXT\n",
+        _ => "start: text\n",
+    }
+}
+
+/// The answer alternative of a native format's grammar: free text that cannot begin like a
+/// call (so a started call is always held to the call grammar), or, when an answer schema is
+/// given, a JSON value of that schema.
+pub(crate) fn text_rule(options: &GrammarOptions, first_excluded: &str) -> String {
+    match &options.answer {
+        Some(schema) => {
+            let mut schema = schema.clone();
+            if let Value::Object(map) = &mut schema {
+                map.insert("x-guidance".into(), json_style());
+            }
+            format!("text: %json {schema}\n")
+        }
+        None => format!("text: /[^{first_excluded}\\s][\\s\\S]*/\n"),
     }
 }
 

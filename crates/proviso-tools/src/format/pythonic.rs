@@ -931,7 +931,7 @@ pub(super) fn grammar(
         lark.push_str(GENERIC);
     }
     if options.choice.allows_text() {
-        lark.push_str("TEXT: /[^\\[\\s][\\s\\S]*/\n");
+        lark.push_str(&super::text_rule(options, "\\["));
     }
     Ok(CallGrammar {
         grammar: Grammar::Lark(lark),

@@ -120,7 +120,7 @@ fn grammars_name_only_declared_tools() {
             "{format}: {text}"
         );
         assert!(
-            !text.contains("TEXT"),
+            !text.contains("| text") && !text.contains("text:"),
             "{format}: required must not allow text: {text}"
         );
     }

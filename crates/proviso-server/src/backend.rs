@@ -1,0 +1,304 @@
+//! The seam between the HTTP server and whatever generates: the server turns wire requests
+//! into [`GenerationRequest`]s and calls a [`Backend`]; the backend (the local model in the
+//! `proviso` crate, an upstream server in gateway mode) compiles constraints, generates,
+//! runs the gates, and reports [`ChoiceResult`]s.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// System (or `developer`) instructions.
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+impl Role {
+    /// The role's name in a chat template.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// A tool call as the wire carries it (arguments are JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireToolCall {
+    /// The call id.
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments, as JSON text.
+    pub arguments: String,
+}
+
+/// One message of a chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// Its role.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// Calls an assistant message made.
+    pub tool_calls: Vec<WireToolCall>,
+    /// The call a tool message answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// The prompt: a chat, or raw text (legacy completions).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptInput {
+    /// Messages, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+    /// Raw text, used as is.
+    Text(String),
+}
+
+/// `tool_choice`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoiceRequest {
+    /// Text or a call.
+    Auto,
+    /// No call.
+    None,
+    /// At least one call.
+    Required,
+    /// A call to this function.
+    Named(String),
+}
+
+/// What the output must be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputConstraint {
+    /// Free text.
+    None,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON valid under a schema.
+    JsonSchema {
+        /// The schema's name.
+        name: String,
+        /// The schema.
+        schema: Value,
+        /// Whether the client asked for strict mode (proviso enforces the schema either way).
+        strict: bool,
+    },
+    /// A regular expression the whole output matches.
+    Regex(String),
+    /// One of these strings.
+    Choice(Vec<String>),
+    /// A Lark grammar (llguidance dialect).
+    Lark(String),
+}
+
+/// Sampling parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingParams {
+    /// 0 is greedy. OpenAI's default is 1.
+    pub temperature: f32,
+    /// Nucleus threshold.
+    pub top_p: f32,
+    /// Seed, for reproducible sampling.
+    pub seed: Option<u64>,
+}
+
+/// A validated request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationRequest {
+    /// The prompt.
+    pub prompt: PromptInput,
+    /// OpenAI `tools`, as sent (the backend reads them into its registry).
+    pub tools: Option<Value>,
+    /// `tool_choice`.
+    pub tool_choice: ToolChoiceRequest,
+    /// Whether one response may carry several calls.
+    pub parallel_tool_calls: bool,
+    /// The output constraint.
+    pub constraint: OutputConstraint,
+    /// Sampling.
+    pub sampling: SamplingParams,
+    /// Token limit (`None`: up to the context).
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// Choices to generate.
+    pub n: u32,
+    /// Whether to stream server-sent events.
+    pub stream: bool,
+    /// Whether a streamed response ends with a usage chunk.
+    pub include_usage: bool,
+}
+
+/// Why a choice ended, exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A natural end (end of sequence, a stop sequence, a complete grammar).
+    Stop,
+    /// The token limit: the output is a fragment and holds no valid object.
+    Length,
+    /// The output is one or more tool calls that passed the gates.
+    ToolCalls,
+}
+
+impl FinishReason {
+    /// The wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+        }
+    }
+}
+
+/// An accepted tool call, ready for the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallOut {
+    /// Its id.
+    pub id: String,
+    /// The function.
+    pub name: String,
+    /// Validated arguments, as JSON text.
+    pub arguments: String,
+}
+
+/// Timings of one choice, for the metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timings {
+    /// From the start of work to the first generated token.
+    pub time_to_first_token: Option<Duration>,
+    /// Each generated token's latency (forward pass and sampling).
+    pub token_latencies: Vec<Duration>,
+    /// Each mask computation.
+    pub mask_times: Vec<Duration>,
+}
+
+/// One finished choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceResult {
+    /// Its index.
+    pub index: u32,
+    /// The text (`None` when the choice is tool calls).
+    pub content: Option<String>,
+    /// Accepted calls.
+    pub tool_calls: Vec<ToolCallOut>,
+    /// Why it ended.
+    pub finish_reason: FinishReason,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens (over every attempt).
+    pub completion_tokens: u64,
+    /// Timings.
+    pub timings: Timings,
+    /// Attempts rejected by a gate before this one, by gate name (`parse`, `schema`, ...).
+    pub rejections: Vec<String>,
+}
+
+/// A streamed piece of a choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    /// More text.
+    Content(String),
+    /// A complete, accepted call (sent only after every gate passed).
+    ToolCall {
+        /// Position among the choice's calls.
+        index: u32,
+        /// The call.
+        call: ToolCallOut,
+    },
+}
+
+/// Where a worker sends streamed pieces.
+pub trait Sink {
+    /// Sends a piece of choice `choice`. `false` means the client is gone (or the request
+    /// timed out): the worker should stop generating.
+    fn send(&mut self, choice: u32, delta: Delta) -> bool;
+    /// Whether the worker should stop.
+    fn cancelled(&self) -> bool;
+}
+
+/// A request the backend cannot serve, known before any generation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RejectedRequest {
+    /// The parameter at fault.
+    pub param: Option<String>,
+    /// What is wrong, naming the keyword or tool.
+    pub message: String,
+    /// Whether proviso cannot enforce what was asked (400) rather than the request being
+    /// invalid (422).
+    pub unsupported: bool,
+}
+
+/// A failure while running a job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Every attempt was rejected by a gate: nothing unchecked is returned.
+    #[error(
+        "the model's output was rejected by the {gate} gate ({code}) on every attempt: {message}"
+    )]
+    OutputRejected {
+        /// The gate.
+        gate: String,
+        /// Its code.
+        code: String,
+        /// Its message.
+        message: String,
+    },
+    /// The client went away or the deadline passed.
+    #[error("cancelled")]
+    Cancelled,
+    /// Something failed inside; the message is logged, not sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Generates. One backend serves every request; each worker thread owns a
+/// [`Backend::Worker`] (for the local model: its own llama.cpp context).
+pub trait Backend: Send + Sync + 'static {
+    /// A prepared request, ready for a worker.
+    type Job: Send + 'static;
+    /// A worker's state.
+    type Worker: Worker<Job = Self::Job>;
+    /// The model id reported on the wire.
+    fn model_id(&self) -> &str;
+    /// Checks and compiles a request (tools, constraints) before it is queued, so that what
+    /// cannot be enforced is refused at once.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectedRequest`] naming the keyword, tool or parameter.
+    fn prepare(&self, request: &GenerationRequest) -> Result<Self::Job, RejectedRequest>;
+    /// A new worker.
+    ///
+    /// # Errors
+    ///
+    /// A message when the worker's resources cannot be created.
+    fn worker(&self) -> Result<Self::Worker, String>;
+}
+
+/// Runs jobs, one at a time.
+pub trait Worker: Send + 'static {
+    /// The job type.
+    type Job: Send + 'static;
+    /// Runs `job`, streaming pieces to `sink`, and returns every choice.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError`].
+    fn run(&mut self, job: Self::Job, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError>;
+}

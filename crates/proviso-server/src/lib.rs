@@ -1,0 +1,26 @@
+//! proviso's OpenAI-compatible server.
+//!
+//! `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, `GET /health` and
+//! `GET /metrics`, over any [`Backend`]. This crate knows the OpenAI wire format, HTTP status
+//! codes, admission, streaming and metrics; it knows nothing of grammars or gates, which are
+//! the backend's (the `proviso` crate's `LocalBackend` for the local model).
+//!
+//! Status codes: 400 for a body that is not JSON or asks for something proviso cannot
+//! enforce (naming it), 422 for well-formed JSON that is not a valid request, 413 for a body
+//! over the limit, 415 for a wrong content type, 503 with `Retry-After` when every worker is
+//! busy and the queue is full, 504 past the per-request timeout, 502 when every attempt's
+//! output was rejected by a gate. Error bodies are OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}` and never carry internal details.
+
+mod app;
+pub mod backend;
+mod metrics;
+pub mod wire;
+
+pub use app::{serve, ServerConfig, Workers};
+pub use backend::{
+    Backend, ChatMessage, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
+    PromptInput, RejectedRequest, Role, RunError, SamplingParams, Sink, Timings, ToolCallOut,
+    ToolChoiceRequest, WireToolCall, Worker,
+};
+pub use metrics::Metrics;

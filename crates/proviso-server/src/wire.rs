@@ -1,0 +1,666 @@
+//! The OpenAI wire format: request bodies read into typed [`GenerationRequest`]s, and the
+//! response, chunk and error bodies written back.
+//!
+//! Reading is two-step, so that the status code says what was wrong: a body that is not JSON
+//! is a syntax error (400); JSON that does not make a valid request is a data error (422),
+//! naming the parameter. Parameters whose meaning proviso cannot honour (`logprobs`,
+//! non-zero penalties, `logit_bias`, image content, ...) are refused by name rather than
+//! silently ignored; purely informational ones (`user`, `metadata`, `store`, ...) are
+//! accepted.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::backend::{
+    ChatMessage, GenerationRequest, OutputConstraint, PromptInput, Role, SamplingParams,
+    ToolChoiceRequest, WireToolCall,
+};
+
+/// A request that cannot be served, with the parameter at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidRequest {
+    /// The parameter, as a dotted path (`messages[2].content`).
+    pub param: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// Whether the request asks for something proviso cannot enforce (400), rather than
+    /// being malformed (422).
+    pub unsupported: bool,
+}
+
+impl InvalidRequest {
+    fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            param: Some(param.into()),
+            message: message.into(),
+            unsupported: false,
+        }
+    }
+
+    fn unsupported(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            param: Some(param.into()),
+            message: message.into(),
+            unsupported: true,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, InvalidRequest>;
+
+/// Parameters accepted and ignored because they change nothing about the output.
+const INFORMATIONAL: &[&str] = &["model", "user", "metadata", "store", "service_tier"];
+
+fn take<'a>(body: &'a Map<String, Value>, key: &str, seen: &mut Vec<String>) -> Option<&'a Value> {
+    seen.push(key.to_owned());
+    body.get(key).filter(|v| !v.is_null())
+}
+
+fn as_u32(value: &Value, param: &str, min: u32, max: u32) -> Result<u32> {
+    value
+        .as_u64()
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| (min..=max).contains(v))
+        .ok_or_else(|| {
+            InvalidRequest::new(
+                param,
+                format!("`{param}` must be an integer from {min} to {max}"),
+            )
+        })
+}
+
+fn as_f32(value: &Value, param: &str, min: f64, max: f64) -> Result<f32> {
+    #[allow(clippy::cast_possible_truncation)] // Bounded to small ranges just below.
+    value
+        .as_f64()
+        .filter(|v| (min..=max).contains(v))
+        .map(|v| v as f32)
+        .ok_or_else(|| {
+            InvalidRequest::new(
+                param,
+                format!("`{param}` must be a number from {min} to {max}"),
+            )
+        })
+}
+
+fn as_bool(value: &Value, param: &str) -> Result<bool> {
+    value
+        .as_bool()
+        .ok_or_else(|| InvalidRequest::new(param, format!("`{param}` must be a boolean")))
+}
+
+/// Parameters that must be absent or neutral, because honouring them is not implemented.
+fn refuse_unhonoured(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<()> {
+    for key in ["frequency_penalty", "presence_penalty"] {
+        if let Some(v) = take(body, key, seen) {
+            if v.as_f64() != Some(0.0) {
+                return Err(InvalidRequest::unsupported(
+                    key,
+                    format!("`{key}` is not supported; omit it or pass 0"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = take(body, "logit_bias", seen) {
+        if v.as_object().is_none_or(|m| !m.is_empty()) {
+            return Err(InvalidRequest::unsupported(
+                "logit_bias",
+                "`logit_bias` is not supported",
+            ));
+        }
+    }
+    for key in ["logprobs", "echo"] {
+        if let Some(v) = take(body, key, seen) {
+            if v != &Value::Bool(false) && !(key == "logprobs" && v.as_u64() == Some(0)) {
+                return Err(InvalidRequest::unsupported(
+                    key,
+                    format!("`{key}` is not supported"),
+                ));
+            }
+        }
+    }
+    if take(body, "top_logprobs", seen).is_some_and(|v| v.as_u64() != Some(0)) {
+        return Err(InvalidRequest::unsupported(
+            "top_logprobs",
+            "`top_logprobs` is not supported",
+        ));
+    }
+    for key in [
+        "audio",
+        "modalities",
+        "prediction",
+        "suffix",
+        "best_of",
+        "functions",
+        "function_call",
+        "web_search_options",
+        "reasoning_effort",
+    ] {
+        if take(body, key, seen).is_some() {
+            return Err(InvalidRequest::unsupported(
+                key,
+                format!("`{key}` is not supported"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn refuse_unknown(body: &Map<String, Value>, seen: &[String]) -> Result<()> {
+    match body
+        .keys()
+        .find(|k| !seen.iter().any(|s| s == *k) && !INFORMATIONAL.contains(&k.as_str()))
+    {
+        Some(key) => Err(InvalidRequest::new(
+            key.clone(),
+            format!("unrecognized request parameter `{key}`"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn sampling(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<SamplingParams> {
+    let temperature = match take(body, "temperature", seen) {
+        Some(v) => as_f32(v, "temperature", 0.0, 2.0)?,
+        None => 1.0,
+    };
+    let top_p = match take(body, "top_p", seen) {
+        Some(v) => as_f32(v, "top_p", 0.0, 1.0)?,
+        None => 1.0,
+    };
+    let seed = match take(body, "seed", seen) {
+        Some(v) => Some(
+            v.as_i64()
+                .map(i64::cast_unsigned)
+                .or_else(|| v.as_u64())
+                .ok_or_else(|| InvalidRequest::new("seed", "`seed` must be an integer"))?,
+        ),
+        None => None,
+    };
+    Ok(SamplingParams {
+        temperature,
+        top_p,
+        seed,
+    })
+}
+
+fn stops(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<String>> {
+    let stop = match take(body, "stop", seen) {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                InvalidRequest::new("stop", "`stop` must be a string or an array of strings")
+            })?,
+        Some(_) => {
+            return Err(InvalidRequest::new(
+                "stop",
+                "`stop` must be a string or an array of strings",
+            ))
+        }
+    };
+    if stop.len() > 4 || stop.iter().any(String::is_empty) {
+        return Err(InvalidRequest::new(
+            "stop",
+            "`stop` takes at most 4 non-empty sequences",
+        ));
+    }
+    Ok(stop)
+}
+
+/// proviso's constraint extensions, under vLLM's names so vLLM clients work unchanged.
+fn guided(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Option<OutputConstraint>> {
+    let mut found = Vec::new();
+    if let Some(v) = take(body, "guided_regex", seen) {
+        let regex = v.as_str().ok_or_else(|| {
+            InvalidRequest::new("guided_regex", "`guided_regex` must be a string")
+        })?;
+        found.push(("guided_regex", OutputConstraint::Regex(regex.to_owned())));
+    }
+    if let Some(v) = take(body, "guided_choice", seen) {
+        let choices = v
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(|c| c.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                InvalidRequest::new(
+                    "guided_choice",
+                    "`guided_choice` must be a non-empty array of strings",
+                )
+            })?;
+        found.push(("guided_choice", OutputConstraint::Choice(choices)));
+    }
+    if let Some(v) = take(body, "guided_grammar", seen) {
+        let grammar = v.as_str().ok_or_else(|| {
+            InvalidRequest::new(
+                "guided_grammar",
+                "`guided_grammar` must be a Lark grammar string",
+            )
+        })?;
+        found.push(("guided_grammar", OutputConstraint::Lark(grammar.to_owned())));
+    }
+    if let Some(v) = take(body, "guided_json", seen) {
+        let schema = match v {
+            Value::String(s) => serde_json::from_str(s).map_err(|e| {
+                InvalidRequest::new("guided_json", format!("`guided_json` is not JSON: {e}"))
+            })?,
+            other => other.clone(),
+        };
+        found.push((
+            "guided_json",
+            OutputConstraint::JsonSchema {
+                name: "guided_json".into(),
+                schema,
+                strict: true,
+            },
+        ));
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop().map(|(_, c)| c)),
+        _ => Err(InvalidRequest::new(
+            found[1].0,
+            "give at most one of guided_regex, guided_choice, guided_grammar, guided_json",
+        )),
+    }
+}
+
+fn response_format(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<OutputConstraint> {
+    let Some(format) = take(body, "response_format", seen) else {
+        return Ok(OutputConstraint::None);
+    };
+    let kind = format
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match kind {
+        "text" => Ok(OutputConstraint::None),
+        "json_object" => Ok(OutputConstraint::JsonObject),
+        "json_schema" => {
+            let spec = format
+                .get("json_schema")
+                .and_then(Value::as_object)
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        "response_format.json_schema",
+                        "`json_schema` must be an object with `name` and `schema`",
+                    )
+                })?;
+            let name = spec
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("response")
+                .to_owned();
+            let schema = spec.get("schema").cloned().ok_or_else(|| {
+                InvalidRequest::new("response_format.json_schema.schema", "`schema` is required")
+            })?;
+            let strict = spec.get("strict").and_then(Value::as_bool).unwrap_or(false);
+            Ok(OutputConstraint::JsonSchema {
+                name,
+                schema,
+                strict,
+            })
+        }
+        other => Err(InvalidRequest::new(
+            "response_format.type",
+            format!("`{other}` is not one of text, json_object, json_schema"),
+        )),
+    }
+}
+
+fn content_text(content: &Value, param: &str) -> Result<String> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for (i, part) in parts.iter().enumerate() {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push_str(part.get("text").and_then(Value::as_str).unwrap_or_default()),
+                    Some(other) => {
+                        return Err(InvalidRequest::unsupported(format!("{param}[{i}].type"), format!("content parts of type `{other}` are not supported; the model reads text")))
+                    }
+                    None => return Err(InvalidRequest::new(format!("{param}[{i}]"), "a content part needs a `type`")),
+                }
+            }
+            Ok(text)
+        }
+        _ => Err(InvalidRequest::new(
+            param,
+            "`content` must be a string or an array of text parts",
+        )),
+    }
+}
+
+fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<ChatMessage>> {
+    let Some(Value::Array(items)) = take(body, "messages", seen) else {
+        return Err(InvalidRequest::new(
+            "messages",
+            "`messages` must be a non-empty array",
+        ));
+    };
+    if items.is_empty() {
+        return Err(InvalidRequest::new(
+            "messages",
+            "`messages` must be a non-empty array",
+        ));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = match item.get("role").and_then(Value::as_str) {
+            Some("system" | "developer") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            Some(other) => {
+                return Err(InvalidRequest::new(
+                    format!("{at}.role"),
+                    format!("`{other}` is not one of system, developer, user, assistant, tool"),
+                ))
+            }
+            None => {
+                return Err(InvalidRequest::new(
+                    format!("{at}.role"),
+                    "a message needs a `role`",
+                ))
+            }
+        };
+        let content = match item.get("content").filter(|c| !c.is_null()) {
+            Some(c) => content_text(c, &format!("{at}.content"))?,
+            None if role == Role::Assistant => String::new(),
+            None => {
+                return Err(InvalidRequest::new(
+                    format!("{at}.content"),
+                    "a message needs `content`",
+                ))
+            }
+        };
+        let mut tool_calls = Vec::new();
+        if let Some(calls) = item.get("tool_calls").filter(|c| !c.is_null()) {
+            if role != Role::Assistant {
+                return Err(InvalidRequest::new(
+                    format!("{at}.tool_calls"),
+                    "only assistant messages carry `tool_calls`",
+                ));
+            }
+            let calls = calls.as_array().ok_or_else(|| {
+                InvalidRequest::new(format!("{at}.tool_calls"), "`tool_calls` must be an array")
+            })?;
+            for (j, call) in calls.iter().enumerate() {
+                let param = format!("{at}.tool_calls[{j}]");
+                let function = call.get("function").ok_or_else(|| {
+                    InvalidRequest::new(format!("{param}.function"), "a tool call needs `function`")
+                })?;
+                tool_calls.push(WireToolCall {
+                    id: call
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    name: function
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            InvalidRequest::new(
+                                format!("{param}.function.name"),
+                                "a tool call needs a `name`",
+                            )
+                        })?
+                        .to_owned(),
+                    arguments: function
+                        .get("arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}")
+                        .to_owned(),
+                });
+            }
+        }
+        let tool_call_id = item
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if role == Role::Tool && tool_call_id.is_none() {
+            return Err(InvalidRequest::new(
+                format!("{at}.tool_call_id"),
+                "a tool message needs `tool_call_id`",
+            ));
+        }
+        out.push(ChatMessage {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+        });
+    }
+    Ok(out)
+}
+
+fn tool_choice(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<ToolChoiceRequest> {
+    match take(body, "tool_choice", seen) {
+        None => Ok(ToolChoiceRequest::Auto),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => Ok(ToolChoiceRequest::Auto),
+            "none" => Ok(ToolChoiceRequest::None),
+            "required" => Ok(ToolChoiceRequest::Required),
+            other => Err(InvalidRequest::new(
+                "tool_choice",
+                format!("`{other}` is not one of auto, none, required"),
+            )),
+        },
+        Some(Value::Object(o)) => o
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .map(|n| ToolChoiceRequest::Named(n.to_owned()))
+            .ok_or_else(|| {
+                InvalidRequest::new(
+                    "tool_choice.function.name",
+                    "a named tool choice needs `function.name`",
+                )
+            }),
+        Some(_) => Err(InvalidRequest::new(
+            "tool_choice",
+            "`tool_choice` must be a string or an object",
+        )),
+    }
+}
+
+/// Reads a chat-completions body.
+///
+/// # Errors
+///
+/// [`InvalidRequest`] naming the parameter.
+pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
+    let Some(body) = body.as_object() else {
+        return Err(InvalidRequest {
+            param: None,
+            message: "the request body must be a JSON object".into(),
+            unsupported: false,
+        });
+    };
+    let mut seen = Vec::new();
+    let messages = messages(body, &mut seen)?;
+    let tools = match take(body, "tools", &mut seen) {
+        None => None,
+        Some(Value::Array(t)) if t.is_empty() => None,
+        Some(t @ Value::Array(_)) => Some(t.clone()),
+        Some(_) => return Err(InvalidRequest::new("tools", "`tools` must be an array")),
+    };
+    let tool_choice = tool_choice(body, &mut seen)?;
+    if tools.is_none()
+        && matches!(
+            tool_choice,
+            ToolChoiceRequest::Required | ToolChoiceRequest::Named(_)
+        )
+    {
+        return Err(InvalidRequest::new(
+            "tool_choice",
+            "a tool choice that requires a call needs `tools`",
+        ));
+    }
+    let parallel_tool_calls = match take(body, "parallel_tool_calls", &mut seen) {
+        Some(v) => as_bool(v, "parallel_tool_calls")?,
+        None => true,
+    };
+    let format = response_format(body, &mut seen)?;
+    let extension = guided(body, &mut seen)?;
+    let constraint = match (format, extension) {
+        (c, None) => c,
+        (OutputConstraint::None, Some(c)) => c,
+        (_, Some(_)) => {
+            return Err(InvalidRequest::new(
+                "response_format",
+                "give either `response_format` or a guided_* constraint, not both",
+            ))
+        }
+    };
+    let max_tokens = match (
+        take(body, "max_completion_tokens", &mut seen),
+        take(body, "max_tokens", &mut seen),
+    ) {
+        (Some(v), _) => Some(as_u32(v, "max_completion_tokens", 1, 1_000_000)?),
+        (None, Some(v)) => Some(as_u32(v, "max_tokens", 1, 1_000_000)?),
+        (None, None) => None,
+    };
+    let sampling = sampling(body, &mut seen)?;
+    let stop = stops(body, &mut seen)?;
+    let stream = match take(body, "stream", &mut seen) {
+        Some(v) => as_bool(v, "stream")?,
+        None => false,
+    };
+    let include_usage = take(body, "stream_options", &mut seen)
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let n = match take(body, "n", &mut seen) {
+        Some(v) => as_u32(v, "n", 1, 8)?,
+        None => 1,
+    };
+    refuse_unhonoured(body, &mut seen)?;
+    refuse_unknown(body, &seen)?;
+    Ok(GenerationRequest {
+        prompt: PromptInput::Chat(messages),
+        tools,
+        tool_choice,
+        parallel_tool_calls,
+        constraint,
+        sampling,
+        max_tokens,
+        stop,
+        n,
+        stream,
+        include_usage,
+    })
+}
+
+/// Reads a (legacy) completions body. `max_tokens` defaults to 16, as OpenAI's does.
+///
+/// # Errors
+///
+/// [`InvalidRequest`] naming the parameter.
+pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
+    let Some(body) = body.as_object() else {
+        return Err(InvalidRequest {
+            param: None,
+            message: "the request body must be a JSON object".into(),
+            unsupported: false,
+        });
+    };
+    let mut seen = Vec::new();
+    let prompt = match take(body, "prompt", &mut seen) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) if items.len() == 1 && items[0].is_string() => {
+            items[0].as_str().unwrap_or_default().to_owned()
+        }
+        Some(Value::Array(_)) => {
+            return Err(InvalidRequest::unsupported(
+                "prompt",
+                "one prompt per request; batch prompts are not supported",
+            ))
+        }
+        _ => return Err(InvalidRequest::new("prompt", "`prompt` must be a string")),
+    };
+    let constraint = guided(body, &mut seen)?.unwrap_or(OutputConstraint::None);
+    let max_tokens = match take(body, "max_tokens", &mut seen) {
+        Some(v) => as_u32(v, "max_tokens", 1, 1_000_000)?,
+        None => 16,
+    };
+    let sampling = sampling(body, &mut seen)?;
+    let stop = stops(body, &mut seen)?;
+    let stream = match take(body, "stream", &mut seen) {
+        Some(v) => as_bool(v, "stream")?,
+        None => false,
+    };
+    let include_usage = take(body, "stream_options", &mut seen)
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let n = match take(body, "n", &mut seen) {
+        Some(v) => as_u32(v, "n", 1, 8)?,
+        None => 1,
+    };
+    refuse_unhonoured(body, &mut seen)?;
+    refuse_unknown(body, &seen)?;
+    Ok(GenerationRequest {
+        prompt: PromptInput::Text(prompt),
+        tools: None,
+        tool_choice: ToolChoiceRequest::None,
+        parallel_tool_calls: false,
+        constraint,
+        sampling,
+        max_tokens: Some(max_tokens),
+        stop,
+        n,
+        stream,
+        include_usage,
+    })
+}
+
+/// An OpenAI-style error body: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ErrorDetail {
+    message: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    param: Option<String>,
+    code: Option<String>,
+}
+
+impl ErrorBody {
+    /// An error of `kind` (`invalid_request_error`, `server_error`, ...).
+    #[must_use]
+    pub fn new(
+        kind: &'static str,
+        code: Option<&str>,
+        message: impl Into<String>,
+        param: Option<String>,
+    ) -> Self {
+        Self {
+            error: ErrorDetail {
+                message: message.into(),
+                kind,
+                param,
+                code: code.map(str::to_owned),
+            },
+        }
+    }
+}
+
+/// The `usage` object.
+#[must_use]
+pub fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}

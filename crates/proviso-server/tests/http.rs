@@ -1,0 +1,522 @@
+//! The HTTP layer over a scripted backend: status codes and error bodies, the wire format of
+//! responses and streams, admission and overflow, cancellation when a client disconnects,
+//! concurrent requests with their own state, and graceful shutdown. No model is loaded; the
+//! local model is exercised end to end by the CLI's server tests.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use proviso_server::{
+    serve, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
+    PromptInput, RejectedRequest, RunError, ServerConfig, Sink, Timings, ToolCallOut, Worker,
+};
+use serde_json::{json, Value};
+
+/// Echoes the last message back, word by word, sleeping `delay` per word; a prompt starting
+/// with "call" yields a tool call instead. Counts finished and cancelled jobs.
+#[derive(Clone, Default)]
+struct Echo {
+    delay: Duration,
+    finished: Arc<AtomicUsize>,
+    cancelled: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+struct EchoJob {
+    text: String,
+    max_words: usize,
+    n: u32,
+}
+
+impl Backend for Echo {
+    type Job = EchoJob;
+    type Worker = Echo;
+
+    fn model_id(&self) -> &str {
+        "echo"
+    }
+
+    fn prepare(&self, request: &GenerationRequest) -> Result<EchoJob, RejectedRequest> {
+        if let OutputConstraint::JsonSchema { schema, .. } = &request.constraint {
+            if schema.get("not").is_some() {
+                return Err(RejectedRequest {
+                    param: Some("response_format".into()),
+                    message: "the grammar cannot enforce `not`".into(),
+                    unsupported: true,
+                });
+            }
+        }
+        let text = match &request.prompt {
+            PromptInput::Chat(messages) => messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default(),
+            PromptInput::Text(t) => t.clone(),
+        };
+        Ok(EchoJob {
+            text,
+            max_words: request.max_tokens.map_or(usize::MAX, |m| m as usize),
+            n: request.n,
+        })
+    }
+
+    fn worker(&self) -> Result<Echo, String> {
+        Ok(self.clone())
+    }
+}
+
+impl Worker for Echo {
+    type Job = EchoJob;
+
+    fn run(&mut self, job: EchoJob, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError> {
+        self.seen.lock().unwrap().push(job.text.clone());
+        let mut choices = Vec::new();
+        for index in 0..job.n {
+            let base = ChoiceResult {
+                index,
+                content: None,
+                tool_calls: Vec::new(),
+                finish_reason: FinishReason::Stop,
+                prompt_tokens: 3,
+                completion_tokens: 0,
+                timings: Timings::default(),
+                rejections: Vec::new(),
+            };
+            if job.text.starts_with("call") {
+                let call = ToolCallOut {
+                    id: format!("call_{index}"),
+                    name: "get_arm".into(),
+                    arguments: "{\"trial_id\":\"NCT04123456\"}".into(),
+                };
+                sink.send(
+                    index,
+                    Delta::ToolCall {
+                        index: 0,
+                        call: call.clone(),
+                    },
+                );
+                choices.push(ChoiceResult {
+                    tool_calls: vec![call],
+                    finish_reason: FinishReason::ToolCalls,
+                    completion_tokens: 9,
+                    ..base
+                });
+                continue;
+            }
+            let mut out = String::new();
+            let mut finish = FinishReason::Stop;
+            for (i, word) in job.text.split_inclusive(' ').enumerate() {
+                if i == job.max_words {
+                    finish = FinishReason::Length;
+                    break;
+                }
+                std::thread::sleep(self.delay);
+                out.push_str(word);
+                if !sink.send(index, Delta::Content(word.to_owned())) {
+                    self.cancelled.fetch_add(1, Ordering::SeqCst);
+                    return Err(RunError::Cancelled);
+                }
+            }
+            choices.push(ChoiceResult {
+                completion_tokens: out.split(' ').count() as u64,
+                content: Some(out),
+                finish_reason: finish,
+                ..base
+            });
+        }
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        Ok(choices)
+    }
+}
+
+struct Server {
+    port: u16,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(backend: Echo, config: ServerConfig) -> Self {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                port_tx.send(listener.local_addr().unwrap().port()).unwrap();
+                serve(backend, config, listener, async move {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let port = port_rx.recv().unwrap();
+        Self {
+            port,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, "application/json", &body.to_string())
+    }
+
+    fn post_raw(&self, path: &str, content_type: &str, body: &str) -> (u16, Value) {
+        let response = ureq::post(&self.url(path))
+            .set("Content-Type", content_type)
+            .send_string(body);
+        let response = match response {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let status = response.status();
+        (status, response.into_json().unwrap())
+    }
+
+    fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+fn chat(content: &str) -> Value {
+    json!({"model": "echo", "messages": [{"role": "user", "content": content}]})
+}
+
+fn sse_events(server: &Server, body: &Value) -> Vec<String> {
+    let response = ureq::post(&server.url("/v1/chat/completions"))
+        .send_json(body.clone())
+        .unwrap();
+    assert_eq!(response.content_type(), "text/event-stream");
+    let reader = BufReader::new(response.into_reader());
+    reader
+        .lines()
+        .map(Result::unwrap)
+        .filter_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn routes_and_wire_format() {
+    let server = Server::start(Echo::default(), ServerConfig::default());
+    let health: Value = ureq::get(&server.url("/health"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let models: Value = ureq::get(&server.url("/v1/models"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "echo");
+    let (status, body) = server.post("/v1/chat/completions", &chat("hello there"));
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(body["choices"][0]["message"]["content"], "hello there");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(
+        body["usage"]["total_tokens"],
+        body["usage"]["prompt_tokens"].as_u64().unwrap()
+            + body["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    let (_, body) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "a b c d"}], "max_tokens": 2}),
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    let (_, body) = server.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "call it"}],
+        "tools": [{"type": "function", "function": {"name": "get_arm", "parameters": {"type": "object"}}}]}));
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(body["choices"][0]["message"]["content"], Value::Null);
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "get_arm"
+    );
+    let (_, body) = server.post(
+        "/v1/completions",
+        &json!({"model": "echo", "prompt": "one two", "n": 2}),
+    );
+    assert_eq!(body["object"], "text_completion");
+    assert_eq!(body["choices"].as_array().unwrap().len(), 2);
+    assert_eq!(body["choices"][1]["text"], "one two");
+    let metrics = ureq::get(&server.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    for name in [
+        "proviso_requests_total",
+        "proviso_tokens_total",
+        "proviso_time_to_first_token_seconds",
+        "proviso_token_latency_seconds",
+        "proviso_mask_seconds",
+        "proviso_gate_rejections_total",
+        "proviso_parse_failures_total",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    assert!(
+        metrics.contains("route=\"/v1/chat/completions\""),
+        "{metrics}"
+    );
+    server.stop();
+}
+
+#[test]
+fn status_codes_and_error_bodies() {
+    let server = Server::start(
+        Echo::default(),
+        ServerConfig {
+            body_limit: 4096,
+            ..ServerConfig::default()
+        },
+    );
+    let cases: Vec<(&str, &str, String, u16, &str)> = vec![
+        ("/v1/chat/completions", "application/json", "{\"messages\": [".into(), 400, "invalid_json"),
+        ("/v1/chat/completions", "text/plain", chat("x").to_string(), 415, "unsupported_media_type"),
+        ("/v1/chat/completions", "application/json", json!({"messages": []}).to_string(), 422, "invalid_value"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "temperature": 7}).to_string(), 422, "invalid_value"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "bogus": 1}).to_string(), 422, "invalid_value"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true}).to_string(), 400, "unsupported_parameter"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}).to_string(), 422, "invalid_value"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}}}).to_string(), 400, "unsupported_parameter"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}).to_string(), 400, "unsupported_parameter"),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x".repeat(5000)}]}).to_string(), 413, "request_too_large"),
+        ("/v1/nothing", "application/json", "{}".into(), 404, "not_found"),
+    ];
+    for (path, content_type, body, status, code) in cases {
+        let (got, error) = server.post_raw(path, content_type, &body);
+        assert_eq!(got, status, "{body:.80}: {error}");
+        assert_eq!(error["error"]["code"], code, "{error}");
+        assert!(error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+        assert!(error["error"].get("type").is_some() && error["error"].get("param").is_some());
+    }
+    let (_, error) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "x"}], "temperature": 7}),
+    );
+    assert_eq!(error["error"]["param"], "temperature");
+    server.stop();
+}
+
+#[test]
+fn streams_content_and_tool_call_deltas_then_done() {
+    let server = Server::start(Echo::default(), ServerConfig::default());
+    let events = sse_events(
+        &server,
+        &json!({"messages": [{"role": "user", "content": "a b c"}], "stream": true, "stream_options": {"include_usage": true}}),
+    );
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "a b c");
+    let finish: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finish, vec![&json!("stop")]);
+    assert_eq!(chunks.last().unwrap()["usage"]["completion_tokens"], 3);
+    let events = sse_events(
+        &server,
+        &json!({"messages": [{"role": "user", "content": "call"}], "stream": true,
+        "tools": [{"type": "function", "function": {"name": "get_arm", "parameters": {"type": "object"}}}]}),
+    );
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+        "get_arm"
+    );
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"]["tool_calls"][0]["id"],
+        "call_0"
+    );
+    let arguments: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&arguments).unwrap()["trial_id"],
+        "NCT04123456"
+    );
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+    server.stop();
+}
+
+#[test]
+fn overflow_gets_503_with_retry_after_and_concurrent_requests_keep_their_state() {
+    let backend = Echo {
+        delay: Duration::from_millis(150),
+        ..Echo::default()
+    };
+    let server = Server::start(
+        backend.clone(),
+        ServerConfig {
+            workers: 1,
+            queue: 1,
+            ..ServerConfig::default()
+        },
+    );
+    let url = server.url("/v1/chat/completions");
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let body = chat(&format!("request {i} alpha beta"));
+                match ureq::post(&url).send_json(body) {
+                    Ok(r) => (200, r.into_json::<Value>().unwrap(), None),
+                    Err(ureq::Error::Status(code, r)) => {
+                        let retry = r.header("Retry-After").map(str::to_owned);
+                        (code, r.into_json::<Value>().unwrap(), retry)
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            })
+        })
+        .collect();
+    let results: Vec<(u16, Value, Option<String>)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let ok: Vec<_> = results.iter().filter(|r| r.0 == 200).collect();
+    let busy: Vec<_> = results.iter().filter(|r| r.0 == 503).collect();
+    assert_eq!(ok.len() + busy.len(), 6, "{results:?}");
+    assert!(
+        !busy.is_empty(),
+        "six requests on one worker and a queue of one must overflow"
+    );
+    assert!(ok.len() >= 2);
+    for (_, body, retry) in &busy {
+        assert_eq!(retry.as_deref(), Some("1"));
+        assert_eq!(body["error"]["code"], "overloaded");
+    }
+    // Each answer is its own request's text, whatever the interleaving.
+    for (_, body, _) in &ok {
+        let text = body["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(
+            text.starts_with("request ") && text.ends_with(" alpha beta"),
+            "{text}"
+        );
+    }
+    server.stop();
+}
+
+#[test]
+fn a_client_that_disconnects_cancels_its_generation() {
+    let backend = Echo {
+        delay: Duration::from_millis(100),
+        ..Echo::default()
+    };
+    let server = Server::start(backend.clone(), ServerConfig::default());
+    let words = "w ".repeat(100);
+    let body =
+        json!({"messages": [{"role": "user", "content": words}], "stream": true}).to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    write!(stream, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut buffer = [0_u8; 2048];
+    let read = stream.read(&mut buffer).unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..read]).contains("200 OK"));
+    drop(stream);
+    let started = Instant::now();
+    while backend.cancelled.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the generation was not cancelled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        backend.finished.load(Ordering::SeqCst),
+        0,
+        "100 words at 100 ms would take 10 s"
+    );
+    server.stop();
+}
+
+#[test]
+fn the_per_request_timeout_answers_504() {
+    let backend = Echo {
+        delay: Duration::from_millis(200),
+        ..Echo::default()
+    };
+    let server = Server::start(
+        backend,
+        ServerConfig {
+            request_timeout: Duration::from_millis(500),
+            ..ServerConfig::default()
+        },
+    );
+    let (status, body) = server.post("/v1/chat/completions", &chat(&"w ".repeat(50)));
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "timeout");
+    server.stop();
+}
+
+#[test]
+fn graceful_shutdown_finishes_requests_in_flight() {
+    let backend = Echo {
+        delay: Duration::from_millis(100),
+        ..Echo::default()
+    };
+    let server = Server::start(backend.clone(), ServerConfig::default());
+    let url = server.url("/v1/chat/completions");
+    let request = std::thread::spawn(move || {
+        ureq::post(&url)
+            .send_json(chat("one two three four five"))
+            .unwrap()
+            .into_json::<Value>()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    let stopped = Instant::now();
+    server.stop();
+    let body = request.join().unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "one two three four five"
+    );
+    assert!(
+        stopped.elapsed() >= Duration::from_millis(200),
+        "shutdown did not wait for the request"
+    );
+    assert_eq!(backend.finished.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,652 @@
+//! The local model behind proviso's OpenAI-compatible server: requests become grammars
+//! (tools in a call format, response formats, guided constraints), every output passes the
+//! gates, and only then is it returned.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use proviso_contract::{Contract, Intent};
+use proviso_decode::{
+    CompileOptions, Compiled, ConstraintError, ConstraintSpec, GenerateOptions, Generator, Message,
+    Sampling, StopReason, TokenId,
+};
+use proviso_llama::{LlamaEngine, RunOptions};
+use proviso_server::{
+    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, RunError, Sink, Timings, ToolCallOut, ToolChoiceRequest, Worker,
+};
+use proviso_tools::{
+    instructions, write_call, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, Role,
+    ToolChoice, ToolGate, Usage,
+};
+use serde_json::Value;
+
+use crate::local::LocalModel;
+
+/// How the local backend serves.
+#[derive(Debug, Clone)]
+pub struct LocalBackendConfig {
+    /// The format the model writes tool calls in (hermes by default).
+    pub call_format: CallFormat,
+    /// Permissions and argument budgets applied to returned calls. The default permits every
+    /// intent class: the client executes the calls and decides; argument policies declared in
+    /// `x-proviso` still apply.
+    pub policy: Policy,
+    /// Each worker's context.
+    pub run: RunOptions,
+    /// Attempts per choice when a gate rejects the output (the grammar makes this rare).
+    pub attempts: usize,
+    /// Most calls in one response when `parallel_tool_calls` is true.
+    pub max_parallel_calls: usize,
+}
+
+impl Default for LocalBackendConfig {
+    fn default() -> Self {
+        Self {
+            call_format: CallFormat::Hermes,
+            policy: Policy {
+                role: "client".into(),
+                roles: [(
+                    "client".to_owned(),
+                    Role {
+                        classes: vec![
+                            proviso_contract::IntentClass::Read,
+                            proviso_contract::IntentClass::Compute,
+                            proviso_contract::IntentClass::Mutate,
+                            proviso_contract::IntentClass::Submit,
+                        ],
+                        ..Role::default()
+                    },
+                )]
+                .into(),
+                ..Policy::default()
+            },
+            run: RunOptions::default(),
+            attempts: 2,
+            max_parallel_calls: 4,
+        }
+    }
+}
+
+/// The local model as a server backend.
+#[derive(Debug)]
+pub struct LocalBackend {
+    model: Arc<LocalModel>,
+    id: String,
+    config: LocalBackendConfig,
+}
+
+impl LocalBackend {
+    /// A backend over `model`, reported on the wire as `id`.
+    #[must_use]
+    pub fn new(model: Arc<LocalModel>, id: impl Into<String>, config: LocalBackendConfig) -> Self {
+        Self {
+            model,
+            id: id.into(),
+            config,
+        }
+    }
+}
+
+/// How a finished text is judged.
+#[derive(Debug)]
+enum Check {
+    /// Returned as is (free text, regex, choice, Lark: the grammar is the whole contract).
+    Text,
+    /// Strict JSON, an object.
+    JsonObject,
+    /// The response schema's contract.
+    Contract(Box<Contract>),
+    /// The tool gates; text answers pass `answer` when a response schema is given.
+    Tools {
+        gate: Box<ToolGate>,
+        answer: Option<Box<Contract>>,
+    },
+}
+
+/// A prepared request.
+#[derive(Debug)]
+pub struct LocalJob {
+    prompt: Vec<TokenId>,
+    compiled: Option<Compiled>,
+    check: Check,
+    options: GenerateOptions,
+    n: u32,
+    /// For tool grammars: the byte that starts a call (output starting with it is buffered,
+    /// anything else is streamed as content).
+    call_start: Option<u8>,
+}
+
+fn rejected(param: &str, message: impl Into<String>, unsupported: bool) -> RejectedRequest {
+    RejectedRequest {
+        param: Some(param.to_owned()),
+        message: message.into(),
+        unsupported,
+    }
+}
+
+fn constraint_error(param: &str, e: &ConstraintError) -> RejectedRequest {
+    match e {
+        ConstraintError::Unsupported { keywords } => rejected(
+            param,
+            format!(
+                "the grammar cannot enforce schema keyword{} {}; proviso refuses rather than return output it did not enforce",
+                if keywords.len() == 1 { "" } else { "s" },
+                keywords.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            ),
+            true,
+        ),
+        other => rejected(param, other.to_string(), true),
+    }
+}
+
+fn spec_of(grammar: &Grammar) -> ConstraintSpec {
+    match grammar {
+        Grammar::JsonSchema(schema) => ConstraintSpec::JsonSchema(schema.clone()),
+        Grammar::Lark(lark) => ConstraintSpec::Lark(lark.clone()),
+    }
+}
+
+fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
+    Contract::builder(proviso_decode::strip_extensions(schema))
+        .build()
+        .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
+}
+
+impl LocalBackend {
+    fn render(
+        &self,
+        request: &GenerationRequest,
+        tool_text: Option<&str>,
+    ) -> Result<Vec<TokenId>, RejectedRequest> {
+        match &request.prompt {
+            PromptInput::Text(text) => {
+                let tokenizer = self.model.tokenizer();
+                let mut tokens: Vec<TokenId> = tokenizer.bos().into_iter().collect();
+                tokens.extend(tokenizer.tokenize(text.as_bytes(), false));
+                Ok(tokens)
+            }
+            PromptInput::Chat(messages) => {
+                let mut out = Vec::with_capacity(messages.len() + 1);
+                for (i, m) in messages.iter().enumerate() {
+                    let mut content = m.content.clone();
+                    for call in &m.tool_calls {
+                        let arguments: Value =
+                            serde_json::from_str(&call.arguments).map_err(|e| {
+                                rejected(
+                                    &format!("messages[{i}].tool_calls"),
+                                    format!("arguments of `{}` are not JSON: {e}", call.name),
+                                    false,
+                                )
+                            })?;
+                        let Some(arguments) = arguments.as_object() else {
+                            return Err(rejected(
+                                &format!("messages[{i}].tool_calls"),
+                                "tool-call arguments must be a JSON object",
+                                false,
+                            ));
+                        };
+                        if !content.is_empty() {
+                            content.push('\n');
+                        }
+                        content.push_str(&write_call(
+                            self.config.call_format,
+                            &call.name,
+                            arguments,
+                        ));
+                    }
+                    out.push(Message::new(m.role.as_str(), content));
+                }
+                if let Some(text) = tool_text {
+                    match out.first_mut() {
+                        Some(first) if first.role == "system" => {
+                            first.content = format!("{}\n\n{text}", first.content);
+                        }
+                        _ => out.insert(0, Message::new("system", text)),
+                    }
+                }
+                self.model.prompt(&out).map_err(|e| {
+                    rejected("messages", format!("the chat template failed: {e}"), false)
+                })
+            }
+        }
+    }
+
+    fn options(
+        &self,
+        request: &GenerationRequest,
+        prompt_len: usize,
+    ) -> Result<GenerateOptions, RejectedRequest> {
+        let capacity = self.config.run.n_ctx as usize;
+        if prompt_len + 1 >= capacity {
+            return Err(rejected(
+                "messages",
+                format!("the prompt has {prompt_len} tokens; the context holds {capacity}"),
+                false,
+            ));
+        }
+        let room = capacity - prompt_len - 1;
+        let max_tokens = request.max_tokens.map_or(room, |m| (m as usize).min(room));
+        let sampling = Sampling {
+            temperature: request.sampling.temperature,
+            top_p: request.sampling.top_p,
+            top_k: 0,
+            seed: request.sampling.seed.unwrap_or_else(|| {
+                static NEXT: AtomicU64 = AtomicU64::new(0x5eed);
+                NEXT.fetch_add(0x9e37_79b9, Ordering::Relaxed)
+            }),
+        };
+        Ok(GenerateOptions {
+            max_tokens,
+            sampling,
+            stop: request.stop.clone(),
+            ..GenerateOptions::default()
+        })
+    }
+}
+
+impl Backend for LocalBackend {
+    type Job = LocalJob;
+    type Worker = LocalWorker;
+
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn prepare(&self, request: &GenerationRequest) -> Result<LocalJob, RejectedRequest> {
+        let compile = CompileOptions::default();
+        let answer_schema = match &request.constraint {
+            OutputConstraint::JsonSchema { schema, .. } => {
+                Some(proviso_decode::strip_extensions(schema))
+            }
+            OutputConstraint::JsonObject => Some(serde_json::json!({"type": "object"})),
+            _ => None,
+        };
+        let uses_tools = request.tools.is_some() && request.tool_choice != ToolChoiceRequest::None;
+        let (spec, check, tool_text, call_start) = if uses_tools {
+            if matches!(
+                request.constraint,
+                OutputConstraint::Regex(_)
+                    | OutputConstraint::Choice(_)
+                    | OutputConstraint::Lark(_)
+            ) {
+                return Err(rejected(
+                    "tools",
+                    "guided_* constraints cannot be combined with tools",
+                    true,
+                ));
+            }
+            let tools = request.tools.as_ref().cloned().unwrap_or(Value::Null);
+            let registry = Registry::from_openai(&tools)
+                .map_err(|e| rejected("tools", e.to_string(), false))?;
+            let choice = match &request.tool_choice {
+                ToolChoiceRequest::Auto => ToolChoice::Auto,
+                ToolChoiceRequest::None => ToolChoice::None,
+                ToolChoiceRequest::Required => ToolChoice::Required,
+                ToolChoiceRequest::Named(name) => {
+                    if registry.get(name).is_none() {
+                        return Err(rejected(
+                            "tool_choice",
+                            format!("tool_choice names `{name}`, which is not among the declared tools ({})", registry.names().join(", ")),
+                            true,
+                        ));
+                    }
+                    ToolChoice::Named(name.clone())
+                }
+            };
+            let format = self.config.call_format;
+            let options = GrammarOptions {
+                choice,
+                max_calls: if request.parallel_tool_calls {
+                    self.config.max_parallel_calls
+                } else {
+                    1
+                },
+                answer: answer_schema.clone(),
+                ..GrammarOptions::default()
+            };
+            let grammar = format
+                .grammar(&registry, &options)
+                .map_err(|e| rejected("tools", e.to_string(), true))?;
+            let text = instructions(&registry, format, &options);
+            let answer = match &answer_schema {
+                Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
+                None => None,
+            };
+            let start = match format {
+                CallFormat::Hermes => b'<',
+                CallFormat::Llama3 | CallFormat::Envelope => b'{',
+                CallFormat::Pythonic => b'[',
+            };
+            // When answers are JSON objects too, the first byte does not tell them apart.
+            let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
+            let gate = ToolGate::new(Arc::new(registry), format, self.config.policy.clone());
+            (
+                Some(spec_of(&grammar.grammar)),
+                Check::Tools {
+                    gate: Box::new(gate),
+                    answer,
+                },
+                Some(text),
+                call_start,
+            )
+        } else {
+            match &request.constraint {
+                OutputConstraint::None => (None, Check::Text, None, None),
+                OutputConstraint::JsonObject => (
+                    Some(ConstraintSpec::JsonSchema(
+                        serde_json::json!({"type": "object"}),
+                    )),
+                    Check::JsonObject,
+                    None,
+                    None,
+                ),
+                OutputConstraint::JsonSchema { schema, .. } => {
+                    let contract = contract(schema, "response_format.json_schema.schema")?;
+                    (
+                        Some(ConstraintSpec::JsonSchema(schema.clone())),
+                        Check::Contract(Box::new(contract)),
+                        None,
+                        None,
+                    )
+                }
+                OutputConstraint::Regex(r) => (
+                    Some(ConstraintSpec::Regex(r.clone())),
+                    Check::Text,
+                    None,
+                    None,
+                ),
+                OutputConstraint::Choice(c) => (
+                    Some(ConstraintSpec::Choice(c.clone())),
+                    Check::Text,
+                    None,
+                    None,
+                ),
+                OutputConstraint::Lark(l) => (
+                    Some(ConstraintSpec::Lark(l.clone())),
+                    Check::Text,
+                    None,
+                    None,
+                ),
+            }
+        };
+        let param = match (&check, &request.constraint) {
+            (Check::Tools { .. }, _) => "tools",
+            (_, OutputConstraint::JsonSchema { .. }) => "response_format.json_schema.schema",
+            (_, OutputConstraint::Regex(_)) => "guided_regex",
+            (_, OutputConstraint::Choice(_)) => "guided_choice",
+            (_, OutputConstraint::Lark(_)) => "guided_grammar",
+            _ => "response_format",
+        };
+        let compiled = match &spec {
+            Some(spec) => Some(
+                self.model
+                    .compile(spec, &compile)
+                    .map_err(|e| constraint_error(param, &e))?,
+            ),
+            None => None,
+        };
+        let prompt = self.render(request, tool_text.as_deref())?;
+        let options = self.options(request, prompt.len())?;
+        Ok(LocalJob {
+            prompt,
+            compiled,
+            check,
+            options,
+            n: request.n,
+            call_start,
+        })
+    }
+
+    fn worker(&self) -> Result<LocalWorker, String> {
+        let engine = self
+            .model
+            .engine(self.config.run)
+            .map_err(|e| e.to_string())?;
+        Ok(LocalWorker {
+            generator: Generator::new(engine, self.model.tokenizer()),
+            attempts: self.config.attempts.max(1),
+        })
+    }
+}
+
+/// One worker: its own llama.cpp context.
+#[derive(Debug)]
+pub struct LocalWorker {
+    generator: Generator<LlamaEngine>,
+    attempts: usize,
+}
+
+static CALL_IDS: AtomicU64 = AtomicU64::new(1);
+
+fn call_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "call_{:08x}{:06x}",
+        nanos,
+        CALL_IDS.fetch_add(1, Ordering::Relaxed) & 0xff_ffff
+    )
+}
+
+/// Streams text as it is generated, holding back what may start a call, and splitting only
+/// at UTF-8 character boundaries.
+struct Streamer<'a> {
+    sink: &'a mut dyn Sink,
+    choice: u32,
+    call_start: Option<u8>,
+    stream: bool,
+    decided: Option<bool>,
+    pending: Vec<u8>,
+    sent_any: bool,
+}
+
+impl Streamer<'_> {
+    fn push(&mut self, bytes: &[u8]) -> bool {
+        if !self.stream {
+            return !self.sink.cancelled();
+        }
+        self.pending.extend_from_slice(bytes);
+        if self.decided.is_none() {
+            match self.pending.iter().find(|b| !b.is_ascii_whitespace()) {
+                // A call is sent only whole, after the gates: nothing of it streams.
+                Some(&b) => self.decided = Some(self.call_start != Some(b)),
+                None => return !self.sink.cancelled(),
+            }
+        }
+        if self.decided != Some(true) {
+            return !self.sink.cancelled();
+        }
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        if valid == 0 {
+            return !self.sink.cancelled();
+        }
+        let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+        self.pending.drain(..valid);
+        self.sent_any = true;
+        self.sink.send(self.choice, Delta::Content(text))
+    }
+}
+
+impl Worker for LocalWorker {
+    type Job = LocalJob;
+
+    fn run(&mut self, job: LocalJob, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError> {
+        let mut choices = Vec::with_capacity(job.n as usize);
+        for index in 0..job.n {
+            let mut rejections = Vec::new();
+            let mut completion_tokens = 0;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let mut options = job.options.clone();
+                options.sampling.seed = options
+                    .sampling
+                    .seed
+                    .wrapping_add(u64::from(index) * 7919 + attempt as u64);
+                // Text streams only when nothing gates it after generation, or when the first
+                // byte shows it is not a call; a JSON answer under a contract streams too,
+                // because the grammar enforces the whole schema.
+                let stream = !matches!(job.check, Check::Tools { .. }) || job.call_start.is_some();
+                let mut streamer = Streamer {
+                    sink,
+                    choice: index,
+                    call_start: job.call_start,
+                    stream,
+                    decided: None,
+                    pending: Vec::new(),
+                    sent_any: false,
+                };
+                let generation = self
+                    .generator
+                    .generate_streaming(&job.prompt, job.compiled.as_ref(), &options, &mut |b| {
+                        streamer.push(b)
+                    })
+                    .map_err(|e| RunError::Internal(e.to_string()))?;
+                let sent_any = streamer.sent_any;
+                completion_tokens += generation.tokens.len() as u64;
+                if generation.stop_reason == StopReason::Cancelled {
+                    return Err(RunError::Cancelled);
+                }
+                let stats = &generation.stats;
+                let timings = Timings {
+                    time_to_first_token: stats
+                        .forward_times
+                        .first()
+                        .map(|f| stats.prefill + *f)
+                        .or(Some(stats.prefill)),
+                    token_latencies: stats.forward_times.clone(),
+                    mask_times: stats.mask_times.clone(),
+                };
+                let text = generation.text();
+                let base = ChoiceResult {
+                    index,
+                    content: Some(text.clone()),
+                    tool_calls: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                    prompt_tokens: job.prompt.len() as u64,
+                    completion_tokens,
+                    timings,
+                    rejections: rejections.clone(),
+                };
+                // A fragment cut by the token limit is returned as text, never as a call or
+                // as a valid object.
+                if generation.stop_reason == StopReason::Length {
+                    choices.push(ChoiceResult {
+                        finish_reason: FinishReason::Length,
+                        ..base
+                    });
+                    break;
+                }
+                let verdict = match &job.check {
+                    Check::Text => Ok(base),
+                    Check::JsonObject => {
+                        match proviso_json::parse_str(&text, &proviso_json::ParseOptions::default())
+                        {
+                            Ok(Value::Object(_)) => Ok(base),
+                            Ok(_) => Err((
+                                "schema".to_owned(),
+                                "type_mismatch".to_owned(),
+                                "the output is not a JSON object".to_owned(),
+                            )),
+                            Err(e) => Err(("parse".to_owned(), e.code().to_owned(), e.to_string())),
+                        }
+                    }
+                    Check::Contract(contract) => {
+                        let verdict = contract.check_text(text.as_bytes());
+                        match verdict.rejection() {
+                            None => Ok(base),
+                            Some(r) => Err((
+                                r.gate().to_string(),
+                                r.code().to_owned(),
+                                r.message().to_owned(),
+                            )),
+                        }
+                    }
+                    Check::Tools { gate, answer } => {
+                        let verdict = gate.check(&text, Finish::Stop, &Usage::default());
+                        match (verdict.intent(), verdict.rejection()) {
+                            (Some(Intent::ToolRequest { calls, .. }), _) => {
+                                let calls: Vec<ToolCallOut> = calls
+                                    .iter()
+                                    .map(|c| ToolCallOut {
+                                        id: call_id(),
+                                        name: c.name().to_owned(),
+                                        arguments: Value::Object(c.arguments().clone()).to_string(),
+                                    })
+                                    .collect();
+                                Ok(ChoiceResult {
+                                    content: None,
+                                    tool_calls: calls,
+                                    finish_reason: FinishReason::ToolCalls,
+                                    ..base
+                                })
+                            }
+                            (Some(Intent::FinalAnswer { .. }), _) => match answer {
+                                None => Ok(base),
+                                Some(contract) => {
+                                    let verdict = contract.check_text(text.trim().as_bytes());
+                                    match verdict.rejection() {
+                                        None => Ok(base),
+                                        Some(r) => Err((
+                                            r.gate().to_string(),
+                                            r.code().to_owned(),
+                                            r.message().to_owned(),
+                                        )),
+                                    }
+                                }
+                            },
+                            (_, Some(r)) => Err((
+                                r.gate().to_string(),
+                                r.code().to_owned(),
+                                r.message().to_owned(),
+                            )),
+                            (Some(other), None) => Err((
+                                "application".to_owned(),
+                                "unsupported_intent".to_owned(),
+                                format!("`{}` is not returned by the server", other.kind()),
+                            )),
+                            (None, None) => Err((
+                                "application".to_owned(),
+                                "missing_intent".to_owned(),
+                                "no intent".to_owned(),
+                            )),
+                        }
+                    }
+                };
+                match verdict {
+                    Ok(choice) => {
+                        for (i, call) in choice.tool_calls.iter().enumerate() {
+                            let delta = Delta::ToolCall {
+                                index: u32::try_from(i).unwrap_or(u32::MAX),
+                                call: call.clone(),
+                            };
+                            if !sink.send(index, delta) {
+                                return Err(RunError::Cancelled);
+                            }
+                        }
+                        choices.push(choice);
+                        break;
+                    }
+                    Err((gate, code, message)) => {
+                        rejections.push(gate.clone());
+                        // Streamed text cannot be taken back: a rejection after streaming ends
+                        // the request with an error rather than a second, different text.
+                        if attempt >= self.attempts || sent_any {
+                            return Err(RunError::OutputRejected {
+                                gate,
+                                code,
+                                message,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(choices)
+    }
+}
