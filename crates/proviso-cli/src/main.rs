@@ -13,6 +13,7 @@ use proviso::{Contract, SourceStore};
 mod bench;
 mod demo;
 mod generate;
+mod grammar;
 mod model;
 mod serve;
 
@@ -50,6 +51,9 @@ enum Command {
     /// The output goes to stdout. With a schema it then passes the contract's gates and the
     /// verdict is printed on stderr as one JSON line; exit status 1 when it is rejected.
     Generate(generate::GenerateArgs),
+    /// Export a contract's or a tool registry's grammar to GBNF, Lark or JSON Schema, for
+    /// llama.cpp, llguidance-based servers, vLLM or OpenAI strict mode.
+    Grammar(grammar::GrammarArgs),
     /// Manage the embedded default model.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -134,6 +138,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Grammar(args) => grammar::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
         Command::Bench(command) => bench::run(&command),

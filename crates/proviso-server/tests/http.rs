@@ -387,7 +387,7 @@ fn streams_content_and_tool_call_deltas_then_done() {
 #[test]
 fn overflow_gets_503_with_retry_after_and_concurrent_requests_keep_their_state() {
     let backend = Echo {
-        delay: Duration::from_millis(150),
+        delay: Duration::from_millis(400),
         ..Echo::default()
     };
     let server = Server::start(
@@ -399,10 +399,14 @@ fn overflow_gets_503_with_retry_after_and_concurrent_requests_keep_their_state()
         },
     );
     let url = server.url("/v1/chat/completions");
+    // All six fire at once: one runs, one waits, the rest must be turned away.
+    let barrier = Arc::new(std::sync::Barrier::new(6));
     let handles: Vec<_> = (0..6)
         .map(|i| {
             let url = url.clone();
+            let barrier = barrier.clone();
             std::thread::spawn(move || {
+                barrier.wait();
                 let body = chat(&format!("request {i} alpha beta"));
                 match ureq::post(&url).send_json(body) {
                     Ok(r) => (200, r.into_json::<Value>().unwrap(), None),
@@ -424,7 +428,9 @@ fn overflow_gets_503_with_retry_after_and_concurrent_requests_keep_their_state()
         !busy.is_empty(),
         "six requests on one worker and a queue of one must overflow"
     );
-    assert!(ok.len() >= 2);
+    // One runs; whether the queued one got its slot before the worker took the first job
+    // depends on timing, so at least one is served.
+    assert!(!ok.is_empty());
     for (_, body, retry) in &busy {
         assert_eq!(retry.as_deref(), Some("1"));
         assert_eq!(body["error"]["code"], "overloaded");
@@ -455,6 +461,16 @@ fn a_client_that_disconnects_cancels_its_generation() {
     let mut buffer = [0_u8; 2048];
     let read = stream.read(&mut buffer).unwrap();
     assert!(String::from_utf8_lossy(&buffer[..read]).contains("200 OK"));
+    // Disconnect once the generation is under way (a job cancelled while still queued never
+    // reaches the backend at all).
+    let waiting = Instant::now();
+    while backend.seen.lock().unwrap().is_empty() {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(5),
+            "the job never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     drop(stream);
     let started = Instant::now();
     while backend.cancelled.load(Ordering::SeqCst) == 0 {

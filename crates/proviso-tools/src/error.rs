@@ -54,6 +54,14 @@ pub enum ToolError {
         /// What is wrong.
         message: String,
     },
+    /// An export dialect cannot express part of a schema or grammar.
+    #[error("{dialect} cannot express {what}; nothing was exported rather than a grammar that silently drops it")]
+    ExportUnsupported {
+        /// The dialect (`gbnf`, `json-schema`, `strict json-schema`).
+        dialect: &'static str,
+        /// The keywords or construct.
+        what: String,
+    },
     /// A call format cannot express a tool's arguments.
     #[error("the {format} call format cannot enforce {what} (tool `{tool}`, at {pointer}); use the envelope, hermes or llama3 format")]
     FormatUnsupported {

@@ -35,6 +35,7 @@
 
 mod check;
 mod error;
+pub mod export;
 pub mod format;
 mod policy;
 mod registry;
