@@ -12,6 +12,7 @@ use proviso::{Contract, SourceStore};
 
 mod bench;
 mod demo;
+mod eval;
 mod generate;
 mod grammar;
 mod model;
@@ -54,6 +55,9 @@ enum Command {
     /// Export a contract's or a tool registry's grammar to GBNF, Lark or JSON Schema, for
     /// llama.cpp, llguidance-based servers, vLLM or OpenAI strict mode.
     Grammar(grammar::GrammarArgs),
+    /// Evaluations on public suites (BFCL, When2Call) with the local model.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// Manage the embedded default model.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -139,6 +143,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo(args) => demo::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Grammar(args) => grammar::run(&args),
+        Command::Eval(command) => eval::run(&command),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
         Command::Bench(command) => bench::run(&command),
