@@ -68,7 +68,10 @@ fn write_outputs(out: &Path, markdown: &str, svg: &str, json: &serde_json::Value
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     std::fs::write(out.join("report.md"), markdown)?;
     std::fs::write(out.join("chart.svg"), svg)?;
-    std::fs::write(out.join("results.json"), serde_json::to_string_pretty(json)?)?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(json)?,
+    )?;
     Ok(())
 }
 
@@ -83,7 +86,17 @@ fn progress(label: String) -> impl FnMut(usize, usize) {
 
 pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
     match command {
-        EvalCommand::Bfcl { category, data, format, mode, choice, limit, max_tokens, out, model } => {
+        EvalCommand::Bfcl {
+            category,
+            data,
+            format,
+            mode,
+            choice,
+            limit,
+            max_tokens,
+            out,
+            model,
+        } => {
             let choice = match choice.as_str() {
                 "auto" => proviso::tools::ToolChoice::Auto,
                 "required" => proviso::tools::ToolChoice::Required,
@@ -106,24 +119,56 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             let mut reports = Vec::new();
             for c in &categories {
                 for m in &modes {
-                    let report = bfcl::run(&local, data, c, *m, *format, *limit, *max_tokens, choice.clone(), &mut progress(format!("bfcl {c} {}", m.as_str())))
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let report = bfcl::run(
+                        &local,
+                        data,
+                        c,
+                        *m,
+                        *format,
+                        *limit,
+                        *max_tokens,
+                        choice.clone(),
+                        &mut progress(format!("bfcl {c} {}", m.as_str())),
+                    )
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                     reports.push(report);
                 }
             }
             let markdown = bfcl::markdown(&reports);
-            write_outputs(out, &format!("# BFCL on the local model\n\n{markdown}"), &bfcl::svg(&reports), &serde_json::to_value(&reports)?)?;
+            write_outputs(
+                out,
+                &format!("# BFCL on the local model\n\n{markdown}"),
+                &bfcl::svg(&reports),
+                &serde_json::to_value(&reports)?,
+            )?;
             let mut stdout = std::io::stdout().lock();
             write!(stdout, "{markdown}")?;
             writeln!(stdout, "\nwritten to {}", out.display())?;
             Ok(ExitCode::SUCCESS)
         }
-        EvalCommand::When2call { data, limit, max_tokens, out, model } => {
+        EvalCommand::When2call {
+            data,
+            limit,
+            max_tokens,
+            out,
+            model,
+        } => {
             let local = LocalModel::open(model.as_deref(), &mut crate::model::report_progress)?;
-            let report = when2call::run(&local, data, *limit, *max_tokens, &mut progress("when2call".into()))
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let report = when2call::run(
+                &local,
+                data,
+                *limit,
+                *max_tokens,
+                &mut progress("when2call".into()),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             let markdown = report.markdown();
-            write_outputs(out, &format!("# When2Call on the local model\n\n{markdown}"), &report.svg(), &serde_json::to_value(&report)?)?;
+            write_outputs(
+                out,
+                &format!("# When2Call on the local model\n\n{markdown}"),
+                &report.svg(),
+                &serde_json::to_value(&report)?,
+            )?;
             let mut stdout = std::io::stdout().lock();
             write!(stdout, "{markdown}")?;
             writeln!(stdout, "\nwritten to {}", out.display())?;

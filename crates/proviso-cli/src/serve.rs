@@ -50,9 +50,47 @@ pub(crate) struct ServeArgs {
     /// intent class is permitted, since the client executes the calls.
     #[arg(long, value_name = "POLICY.json")]
     policy: Option<PathBuf>,
+    /// Gateway mode: forward generation to this OpenAI-compatible server (its base URL),
+    /// with the constraint in its dialect, and gate every response before returning it.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// The upstream's dialect: llamacpp (GBNF grammars, tools in the prompt), vllm, openai.
+    #[arg(long, default_value = "openai", requires = "upstream")]
+    upstream_kind: proviso::UpstreamKind,
+    /// The model name to request upstream (default: the upstream's first model).
+    #[arg(long, requires = "upstream")]
+    upstream_model: Option<String>,
 }
 
 pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
+    let server = ServerConfig {
+        workers: args.workers.max(1),
+        queue: args.queue,
+        body_limit: args.body_limit,
+        request_timeout: Duration::from_secs(args.timeout.max(1)),
+    };
+    let policy = match &args.policy {
+        Some(path) => Some(
+            Policy::from_json(&crate::read_schema(path)?)
+                .with_context(|| format!("in {}", path.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(url) = &args.upstream {
+        let config = proviso::GatewayConfig {
+            url: url.clone(),
+            kind: args.upstream_kind,
+            model: args.upstream_model.clone(),
+            // A key for the upstream comes from the environment, never from the command line.
+            api_key: std::env::var("PROVISO_UPSTREAM_KEY").ok(),
+            policy: policy.unwrap_or_else(|| LocalBackendConfig::default().policy),
+            attempts: 2,
+            timeout: server.request_timeout,
+        };
+        let backend = proviso::GatewayBackend::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let label = format!("{} via {url}", proviso::server::Backend::model_id(&backend));
+        return listen(args, backend, server, &label);
+    }
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
     let id = args.model_id.clone().unwrap_or_else(|| {
         local
@@ -67,7 +105,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     let per_worker = i32::try_from((cores / workers).max(1))
         .unwrap_or(1)
         .min(threads);
-    let mut config = LocalBackendConfig {
+    let config = LocalBackendConfig {
         call_format: args.call_format,
         run: RunOptions {
             n_ctx: args.ctx,
@@ -76,17 +114,21 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         },
         ..LocalBackendConfig::default()
     };
-    if let Some(path) = &args.policy {
-        config.policy = Policy::from_json(&crate::read_schema(path)?)
-            .with_context(|| format!("in {}", path.display()))?;
-    }
-    let backend = LocalBackend::new(Arc::new(local), id.clone(), config);
-    let server = ServerConfig {
-        workers,
-        queue: args.queue,
-        body_limit: args.body_limit,
-        request_timeout: Duration::from_secs(args.timeout.max(1)),
+    let config = LocalBackendConfig {
+        policy: policy.unwrap_or(config.policy),
+        ..config
     };
+    let backend = LocalBackend::new(Arc::new(local), id.clone(), config);
+    listen(args, backend, server, &id)
+}
+
+fn listen<B: proviso::server::Backend>(
+    args: &ServeArgs,
+    backend: B,
+    server: ServerConfig,
+    id: &str,
+) -> Result<ExitCode> {
+    let workers = server.workers;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

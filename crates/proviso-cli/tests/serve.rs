@@ -157,3 +157,117 @@ fn the_openai_python_client() {
     );
     assert!(stdout.contains("all ok"));
 }
+
+/// A fake upstream that answers every chat completion with `reply`, counting requests.
+fn fake_upstream(reply: Value) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buffer = vec![0_u8; 65536];
+            let mut read = 0;
+            // Read the head, then the body by Content-Length.
+            loop {
+                let n = stream.read(&mut buffer[read..]).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                read += n;
+                let text = String::from_utf8_lossy(&buffer[..read]).into_owned();
+                if let Some(head_end) = text.find("\r\n\r\n") {
+                    let length = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if read >= head_end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            let request = String::from_utf8_lossy(&buffer[..read]).into_owned();
+            let body = if request.starts_with("GET /v1/models") {
+                json!({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            } else {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                reply.clone()
+            }
+            .to_string();
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    (base, count)
+}
+
+#[test]
+fn the_gateway_never_trusts_its_upstream() {
+    let bad_calls = [
+        // An undeclared tool.
+        json!({"name": "drop_table", "arguments": "{}"}),
+        // Arguments that break the schema.
+        json!({"name": "get_arm", "arguments": "{\"trial_id\": \"NCT1\"}"}),
+        // Arguments that are not JSON.
+        json!({"name": "get_arm", "arguments": "{trial_id: NCT04123456}"}),
+    ];
+    for function in bad_calls {
+        let reply = json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
+            "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": function}]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
+        let (upstream, count) = fake_upstream(reply);
+        let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+        let (status, body) = gateway.post(
+            &json!({"messages": [{"role": "user", "content": "arms?"}], "tools": tools(), "tool_choice": "required"}).to_string(),
+            "application/json",
+        );
+        assert_eq!(status, 502, "{body}");
+        assert_eq!(body["error"]["code"], "output_rejected");
+        // Bounded retries: two attempts, then the error.
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+    // A valid call passes through, gated.
+    let reply = json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
+        "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_arm", "arguments": "{\"trial_id\": \"NCT04123456\"}"}}]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
+    let (upstream, _) = fake_upstream(reply);
+    let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+    let (status, body) = gateway.post(
+        &json!({"messages": [{"role": "user", "content": "arms?"}], "tools": tools(), "tool_choice": "required"}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "get_arm"
+    );
+}
+
+#[test]
+fn the_openai_client_through_a_gateway_to_a_proviso_server() {
+    let pylib =
+        std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
+    let upstream = Server::start(&[]);
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
+    let out = Command::new("python3")
+        .arg(root().join("crates/proviso-cli/tests/openai_client.py"))
+        .arg(&gateway.base)
+        .env("PYTHONPATH", &pylib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all ok"));
+}

@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
-use proviso::tools::{instructions, CallFormat, Finish, Grammar, GrammarOptions, Registry, ToolChoice};
+use proviso::tools::{
+    instructions, CallFormat, Finish, Grammar, GrammarOptions, Registry, ToolChoice,
+};
 use proviso::LocalModel;
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
@@ -128,11 +130,15 @@ impl Report {
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<Value>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError(format!("reading {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EvalError(format!("reading {}: {e}", path.display())))?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| EvalError(format!("{}:{}: {e}", path.display(), i + 1))))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| EvalError(format!("{}:{}: {e}", path.display(), i + 1)))
+        })
         .collect()
 }
 
@@ -154,18 +160,36 @@ pub fn run(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, EvalError> {
     let cases = read_jsonl(&data.join(format!("BFCL_v4_{category}.json")))?;
-    let answers_path = data.join("possible_answer").join(format!("BFCL_v4_{category}.json"));
+    let answers_path = data
+        .join("possible_answer")
+        .join(format!("BFCL_v4_{category}.json"));
     let answers: Map<String, Value> = if category == "irrelevance" {
         Map::new()
     } else {
         read_jsonl(&answers_path)?
             .into_iter()
-            .filter_map(|a| Some((a.get("id")?.as_str()?.to_owned(), a.get("ground_truth")?.clone())))
+            .filter_map(|a| {
+                Some((
+                    a.get("id")?.as_str()?.to_owned(),
+                    a.get("ground_truth")?.clone(),
+                ))
+            })
             .collect()
     };
-    let cases: Vec<Value> = cases.into_iter().take(limit.unwrap_or(usize::MAX)).collect();
-    let run_options = RunOptions { n_ctx: 4096, ..RunOptions::default() };
-    let mut generator = Generator::new(local.engine(run_options).map_err(|e| EvalError(e.to_string()))?, local.tokenizer());
+    let cases: Vec<Value> = cases
+        .into_iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
+    let run_options = RunOptions {
+        n_ctx: 4096,
+        ..RunOptions::default()
+    };
+    let mut generator = Generator::new(
+        local
+            .engine(run_options)
+            .map_err(|e| EvalError(e.to_string()))?,
+        local.tokenizer(),
+    );
     let mut report = Report {
         category: category.to_owned(),
         mode,
@@ -186,7 +210,11 @@ pub fn run(
     let total = cases.len();
     for (done, case) in cases.iter().enumerate() {
         progress(done, total);
-        let id = case.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = case
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let registry = match case.get("function").map(Registry::from_bfcl) {
             Some(Ok(r)) => r,
             Some(Err(e)) => {
@@ -202,16 +230,27 @@ pub fn run(
             .map(|turns| {
                 turns
                     .iter()
-                    .map(|t| Message::new(t.get("role").and_then(Value::as_str).unwrap_or("user"), t.get("content").and_then(Value::as_str).unwrap_or_default()))
+                    .map(|t| {
+                        Message::new(
+                            t.get("role").and_then(Value::as_str).unwrap_or("user"),
+                            t.get("content").and_then(Value::as_str).unwrap_or_default(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        let options = GrammarOptions { choice: choice.clone(), max_calls: 4, ..GrammarOptions::default() };
+        let options = GrammarOptions {
+            choice: choice.clone(),
+            max_calls: 4,
+            ..GrammarOptions::default()
+        };
         let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
         system.push_str(&instructions(&registry, format, &options));
         let mut messages = vec![Message::new("system", system)];
         messages.extend(question);
-        let prompt = local.prompt(&messages).map_err(|e| EvalError(e.to_string()))?;
+        let prompt = local
+            .prompt(&messages)
+            .map_err(|e| EvalError(e.to_string()))?;
         let compiled = match mode {
             Mode::Free => None,
             Mode::Constrained => {
@@ -239,11 +278,23 @@ pub fn run(
         };
         let started = Instant::now();
         let generation = generator
-            .generate(&prompt, compiled.as_ref(), &GenerateOptions { max_tokens, ..GenerateOptions::default() })
+            .generate(
+                &prompt,
+                compiled.as_ref(),
+                &GenerateOptions {
+                    max_tokens,
+                    ..GenerateOptions::default()
+                },
+            )
             .map_err(|e| EvalError(e.to_string()))?;
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let output = generation.text();
-        let strict = strict_calls(format, &registry, &output, generation.stop_reason.finish_reason());
+        let strict = strict_calls(
+            format,
+            &registry,
+            &output,
+            generation.stop_reason.finish_reason(),
+        );
         let (calls, corrupted) = match mode {
             Mode::Constrained => (strict.clone().unwrap_or_default(), false),
             Mode::Free => {
@@ -258,7 +309,11 @@ pub fn run(
         let valid = if calls.is_empty() {
             category == "irrelevance"
         } else {
-            calls.iter().all(|(name, args)| registry.get(name).is_some_and(|t| t.schema().is_valid(args)))
+            calls.iter().all(|(name, args)| {
+                registry
+                    .get(name)
+                    .is_some_and(|t| t.schema().is_valid(args))
+            })
         };
         let truth = answers.get(&id).cloned().unwrap_or(Value::Null);
         let truncated = generation.stop_reason.finish_reason() == "length";
@@ -272,7 +327,16 @@ pub fn run(
         report.valid += usize::from(valid);
         report.ast += usize::from(ast);
         report.corrupted += usize::from(corrupted);
-        report.results.push(Case { id, output, calls, valid, ast, corrupted, reason, ms });
+        report.results.push(Case {
+            id,
+            output,
+            calls,
+            valid,
+            ast,
+            corrupted,
+            reason,
+            ms,
+        });
     }
     progress(total, total);
     report.mean_ms = if report.results.is_empty() {
@@ -285,18 +349,33 @@ pub fn run(
 
 /// The calls the strict reader finds (`None` when the text is not a well-formed step in the
 /// format, or was cut by the token limit).
-fn strict_calls(format: CallFormat, registry: &Registry, text: &str, finish_reason: &str) -> Option<Vec<(String, Value)>> {
+fn strict_calls(
+    format: CallFormat,
+    registry: &Registry,
+    text: &str,
+    finish_reason: &str,
+) -> Option<Vec<(String, Value)>> {
     if Finish::from_reason(finish_reason) == Some(Finish::Length) {
         return None;
     }
     let proposal = format.parse(text, registry).ok()?;
-    Some(proposal.calls.into_iter().map(|c| (c.name, c.arguments)).collect())
+    Some(
+        proposal
+            .calls
+            .into_iter()
+            .map(|c| (c.name, c.arguments))
+            .collect(),
+    )
 }
 
 /// A tolerant reader, as many harnesses write one: it finds what looks like calls, splits
 /// arguments on commas, strips quotes and coerces numbers. It never fails on prose, it only
 /// finds nothing.
-fn tolerant_calls(format: CallFormat, text: &str, registry: &Registry) -> Option<Vec<(String, Value)>> {
+fn tolerant_calls(
+    format: CallFormat,
+    text: &str,
+    registry: &Registry,
+) -> Option<Vec<(String, Value)>> {
     match format {
         CallFormat::Pythonic => Some(tolerant_pythonic(text)),
         _ => {
@@ -315,12 +394,21 @@ fn tolerant_calls(format: CallFormat, text: &str, registry: &Registry) -> Option
                 _ => ("name", "arguments"),
             };
             let name = value.get(name_key).and_then(Value::as_str)?.to_owned();
-            let mut args = value.get(args_key).cloned().unwrap_or_else(|| Value::Object(Map::new()));
+            let mut args = value
+                .get(args_key)
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new()));
             // The usual "helpful" coercion: numeric strings become numbers where the
             // declaration wants a number.
             if let (Some(tool), Value::Object(map)) = (registry.get(&name), &mut args) {
                 for (k, v) in map.iter_mut() {
-                    let wants_number = matches!(tool.spec().parameters().pointer(&format!("/properties/{k}/type")).and_then(Value::as_str), Some("number" | "integer"));
+                    let wants_number = matches!(
+                        tool.spec()
+                            .parameters()
+                            .pointer(&format!("/properties/{k}/type"))
+                            .and_then(Value::as_str),
+                        Some("number" | "integer")
+                    );
                     if let (true, Value::String(s)) = (wants_number, &*v) {
                         if let Ok(n) = s.trim().parse::<Number>() {
                             *v = Value::Number(n);
@@ -399,9 +487,13 @@ fn matches(got: &Value, want: &Value, float: bool) -> bool {
             if !float && g.is_f64() && w.is_i64() {
                 return false;
             }
-            g.as_f64().zip(w.as_f64()).is_some_and(|(a, b)| (a - b).abs() < 1e-9)
+            g.as_f64()
+                .zip(w.as_f64())
+                .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
         }
-        (Value::Array(g), Value::Array(w)) => g.len() == w.len() && g.iter().zip(w).all(|(a, b)| matches(a, b, float)),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| matches(a, b, float))
+        }
         (Value::Object(g), Value::Object(w)) => {
             // A dict's possible answer maps each key to a list of acceptable values.
             g.len() <= w.len()
@@ -425,9 +517,20 @@ fn call_matches(call: &(String, Value), truth: &Value, registry: &Registry) -> R
         return Err(format!("called `{}`, expected `{name}`", call.0));
     }
     let args = call.1.as_object().cloned().unwrap_or_default();
-    let spec = registry.get(name).map(|t| t.spec().parameters().clone()).unwrap_or(Value::Null);
-    let properties = spec.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-    let required: Vec<&str> = spec.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let spec = registry
+        .get(name)
+        .map(|t| t.spec().parameters().clone())
+        .unwrap_or(Value::Null);
+    let properties = spec
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let required: Vec<&str> = spec
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     for r in &required {
         if !args.contains_key(*r) {
             return Err(format!("required parameter `{r}` missing"));
@@ -442,13 +545,19 @@ fn call_matches(call: &(String, Value), truth: &Value, registry: &Registry) -> R
         let Some(Value::Array(options)) = params.get(k) else {
             return Err(format!("parameter `{k}` is not in the ground truth"));
         };
-        let float = properties.get(k).and_then(|p| p.get("type")).and_then(Value::as_str) == Some("number");
+        let float = properties
+            .get(k)
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str)
+            == Some("number");
         if !options.iter().any(|o| matches(v, o, float)) {
             return Err(format!("`{k}` = {v} is not an acceptable value"));
         }
     }
     for (k, options) in params {
-        let optional = options.as_array().is_some_and(|o| o.iter().any(|x| x == &Value::String(String::new())));
+        let optional = options
+            .as_array()
+            .is_some_and(|o| o.iter().any(|x| x == &Value::String(String::new())));
         if !args.contains_key(k) && !optional {
             return Err(format!("parameter `{k}` missing"));
         }
@@ -456,16 +565,38 @@ fn call_matches(call: &(String, Value), truth: &Value, registry: &Registry) -> R
     Ok(())
 }
 
-fn ast_check(category: &str, calls: &[(String, Value)], truth: &Value, registry: &Registry) -> (bool, Option<String>) {
+fn ast_check(
+    category: &str,
+    calls: &[(String, Value)],
+    truth: &Value,
+    registry: &Registry,
+) -> (bool, Option<String>) {
     if category == "irrelevance" {
-        return if calls.is_empty() { (true, None) } else { (false, Some("a call was made".into())) };
+        return if calls.is_empty() {
+            (true, None)
+        } else {
+            (false, Some("a call was made".into()))
+        };
     }
     let expected = truth.as_array().cloned().unwrap_or_default();
     if calls.len() != expected.len() {
-        return (false, Some(format!("{} call(s), expected {}", calls.len(), expected.len())));
+        return (
+            false,
+            Some(format!(
+                "{} call(s), expected {}",
+                calls.len(),
+                expected.len()
+            )),
+        );
     }
     // Any order: find a one-to-one assignment (at most a handful of calls).
-    fn assign(calls: &[(String, Value)], expected: &[Value], used: &mut Vec<bool>, registry: &Registry, last: &mut Option<String>) -> bool {
+    fn assign(
+        calls: &[(String, Value)],
+        expected: &[Value],
+        used: &mut Vec<bool>,
+        registry: &Registry,
+        last: &mut Option<String>,
+    ) -> bool {
         let Some((first, rest)) = calls.split_first() else {
             return true;
         };
@@ -500,10 +631,22 @@ fn ast_check(category: &str, calls: &[(String, Value)], truth: &Value, registry:
 pub fn markdown(reports: &[Report]) -> String {
     let mut out = String::from("| category | mode | format | tool choice | cases | structurally valid | AST accuracy | silent corruption | mean time |\n|---|---|---|---|---|---|---|---|---|\n");
     for r in reports {
-        let choice = if r.mode == Mode::Free { "(prompt)" } else { r.choice.as_str() };
+        let choice = if r.mode == Mode::Free {
+            "(prompt)"
+        } else {
+            r.choice.as_str()
+        };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {:.1}% | {:.1}% | {:.1}% | {:.0} ms |\n",
-            r.category, r.mode.as_str(), r.format, choice, r.cases, r.valid_rate(), r.ast_rate(), r.corruption_rate(), r.mean_ms
+            r.category,
+            r.mode.as_str(),
+            r.format,
+            choice,
+            r.cases,
+            r.valid_rate(),
+            r.ast_rate(),
+            r.corruption_rate(),
+            r.mean_ms
         ));
     }
     out
@@ -549,7 +692,11 @@ pub fn svg(reports: &[Report]) -> String {
                 top + height - h - 3.0
             ));
         }
-        out.push_str(&format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{category}</text>\n", x0 + 54.0, top + height + 16.0));
+        out.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{category}</text>\n",
+            x0 + 54.0,
+            top + height + 16.0
+        ));
     }
     for (j, (label, _, _, color)) in series.iter().enumerate() {
         let x = left + 150.0 * j as f64;
@@ -574,13 +721,23 @@ mod tests {
     #[test]
     fn ast_rules() {
         let registry = registry();
-        let truth = json!([{"math.hypot": {"x": [4], "y": [5], "z": ["", 0], "unit": ["Meters", ""]}}]);
-        let ok = vec![("math.hypot".to_owned(), json!({"x": 4, "y": 5, "unit": "meters"}))];
-        assert_eq!(ast_check("simple_python", &ok, &truth, &registry), (true, None));
+        let truth =
+            json!([{"math.hypot": {"x": [4], "y": [5], "z": ["", 0], "unit": ["Meters", ""]}}]);
+        let ok = vec![(
+            "math.hypot".to_owned(),
+            json!({"x": 4, "y": 5, "unit": "meters"}),
+        )];
+        assert_eq!(
+            ast_check("simple_python", &ok, &truth, &registry),
+            (true, None)
+        );
         let wrong = vec![("math.hypot".to_owned(), json!({"x": 4, "y": 6}))];
         assert!(!ast_check("simple_python", &wrong, &truth, &registry).0);
         let unknown = vec![("math.hypot".to_owned(), json!({"x": 4, "y": 5, "w": 1}))];
-        assert!(ast_check("simple_python", &unknown, &truth, &registry).1.unwrap().contains("unknown"));
+        assert!(ast_check("simple_python", &unknown, &truth, &registry)
+            .1
+            .unwrap()
+            .contains("unknown"));
         let missing = vec![("math.hypot".to_owned(), json!({"x": 4}))];
         assert!(!ast_check("simple_python", &missing, &truth, &registry).0);
         assert!(ast_check("irrelevance", &[], &Value::Null, &registry).0);
@@ -590,7 +747,8 @@ mod tests {
     #[test]
     fn parallel_calls_match_in_any_order() {
         let registry = registry();
-        let truth = json!([{"math.hypot": {"x": [1], "y": [2]}}, {"math.hypot": {"x": [3], "y": [4]}}]);
+        let truth =
+            json!([{"math.hypot": {"x": [1], "y": [2]}}, {"math.hypot": {"x": [3], "y": [4]}}]);
         let calls = vec![
             ("math.hypot".to_owned(), json!({"x": 3, "y": 4})),
             ("math.hypot".to_owned(), json!({"x": 1, "y": 2})),
@@ -602,8 +760,15 @@ mod tests {
     fn the_tolerant_reader_corrupts_what_the_strict_one_keeps() {
         let text = r#"[search(query="a, b", limit="7")]"#;
         let tolerant = tolerant_pythonic(text);
-        assert_eq!(tolerant[0].1["query"], "a", "the naive split cuts the string");
-        assert_eq!(tolerant[0].1["limit"], json!(7), "and coerces the string to a number");
+        assert_eq!(
+            tolerant[0].1["query"], "a",
+            "the naive split cuts the string"
+        );
+        assert_eq!(
+            tolerant[0].1["limit"],
+            json!(7),
+            "and coerces the string to a number"
+        );
         let strict = proviso::tools::format::pythonic::parse_calls(text).unwrap();
         assert_eq!(strict[0].arguments["query"], "a, b");
         assert_ne!(Value::Object(strict[0].arguments.clone()), tolerant[0].1);
@@ -613,6 +778,10 @@ mod tests {
     fn int_for_float_and_normalised_strings() {
         assert!(matches(&json!(5), &json!(5.0), true));
         assert!(!matches(&json!(5.5), &json!(5), false));
-        assert!(matches(&json!("New York, NY"), &json!("new york ny"), false));
+        assert!(matches(
+            &json!("New York, NY"),
+            &json!("new york ny"),
+            false
+        ));
     }
 }

@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
-use proviso::tools::{instructions, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, ToolGate, Usage};
+use proviso::tools::{
+    instructions, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, ToolGate, Usage,
+};
 use proviso::{Intent, LocalModel};
 use serde::Serialize;
 use serde_json::Value;
@@ -65,7 +67,13 @@ impl Report {
     /// The Markdown report: accuracy and the confusion matrix.
     #[must_use]
     pub fn markdown(&self) -> String {
-        let chosen = ["tool_call", "request_for_info", "cannot_answer", "direct", "rejected"];
+        let chosen = [
+            "tool_call",
+            "request_for_info",
+            "cannot_answer",
+            "direct",
+            "rejected",
+        ];
         let mut out = format!("When2Call, constrained (envelope intents): {} of {} correct ({:.1}%).\n\n| expected \\ chosen |", self.correct, self.cases, self.accuracy());
         for c in chosen {
             out.push_str(&format!(" {c} |"));
@@ -84,12 +92,21 @@ impl Report {
     /// A bar chart of the chosen behaviours per expected behaviour.
     #[must_use]
     pub fn svg(&self) -> String {
-        let colors = [("tool_call", "#3182bd"), ("request_for_info", "#31a354"), ("cannot_answer", "#e6550d"), ("direct", "#969696"), ("rejected", "#000000")];
+        let colors = [
+            ("tool_call", "#3182bd"),
+            ("request_for_info", "#31a354"),
+            ("cannot_answer", "#e6550d"),
+            ("direct", "#969696"),
+            ("rejected", "#000000"),
+        ];
         let mut out = String::from("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"260\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"10\" y=\"16\" font-size=\"13\">When2Call: behaviour chosen, per correct behaviour</text>\n");
         for (i, (expected, row)) in self.confusion.iter().enumerate() {
             let total: usize = row.values().sum();
             let y = 40.0 + 50.0 * i as f64;
-            out.push_str(&format!("<text x=\"10\" y=\"{}\">{expected}</text>\n", y + 14.0));
+            out.push_str(&format!(
+                "<text x=\"10\" y=\"{}\">{expected}</text>\n",
+                y + 14.0
+            ));
             let mut x = 130.0;
             for (name, color) in colors {
                 let n = row.get(name).copied().unwrap_or(0);
@@ -115,35 +132,77 @@ impl Report {
 /// # Errors
 ///
 /// [`EvalError`] when the data cannot be read or generation fails.
-pub fn run(local: &LocalModel, path: &Path, limit: Option<usize>, max_tokens: usize, progress: &mut dyn FnMut(usize, usize)) -> Result<Report, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError(format!("reading {}: {e}", path.display())))?;
+pub fn run(
+    local: &LocalModel,
+    path: &Path,
+    limit: Option<usize>,
+    max_tokens: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Report, EvalError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EvalError(format!("reading {}: {e}", path.display())))?;
     let cases: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .map_err(|e| EvalError(format!("{}: {e}", path.display())))?;
-    let cases: Vec<Value> = cases.into_iter().take(limit.unwrap_or(usize::MAX)).collect();
-    let mut generator = Generator::new(local.engine(RunOptions { n_ctx: 4096, ..RunOptions::default() }).map_err(|e| EvalError(e.to_string()))?, local.tokenizer());
-    let mut report = Report { cases: 0, correct: 0, skipped: Vec::new(), confusion: BTreeMap::new(), results: Vec::new() };
+    let cases: Vec<Value> = cases
+        .into_iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
+    let mut generator = Generator::new(
+        local
+            .engine(RunOptions {
+                n_ctx: 4096,
+                ..RunOptions::default()
+            })
+            .map_err(|e| EvalError(e.to_string()))?,
+        local.tokenizer(),
+    );
+    let mut report = Report {
+        cases: 0,
+        correct: 0,
+        skipped: Vec::new(),
+        confusion: BTreeMap::new(),
+        results: Vec::new(),
+    };
     let total = cases.len();
     for (done, case) in cases.iter().enumerate() {
         progress(done, total);
-        let id = case.get("uuid").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let expected = case.get("correct_answer").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = case
+            .get("uuid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let expected = case
+            .get("correct_answer")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let functions: Result<Vec<Value>, _> = case
             .get("tools")
             .and_then(Value::as_array)
-            .map(|t| t.iter().map(|s| serde_json::from_str::<Value>(s.as_str().unwrap_or("null"))).collect())
+            .map(|t| {
+                t.iter()
+                    .map(|s| serde_json::from_str::<Value>(s.as_str().unwrap_or("null")))
+                    .collect()
+            })
             .unwrap_or(Ok(Vec::new()));
-        let registry = match functions.map_err(|e| e.to_string()).and_then(|f| Registry::from_bfcl(&Value::Array(f)).map_err(|e| e.to_string())) {
+        let registry = match functions
+            .map_err(|e| e.to_string())
+            .and_then(|f| Registry::from_bfcl(&Value::Array(f)).map_err(|e| e.to_string()))
+        {
             Ok(r) => r,
             Err(e) => {
                 report.skipped.push((id, e));
                 continue;
             }
         };
-        let options = GrammarOptions { max_reasoning: 120, ..GrammarOptions::default() };
+        let options = GrammarOptions {
+            max_reasoning: 120,
+            ..GrammarOptions::default()
+        };
         let format = CallFormat::Envelope;
         let grammar = match format.grammar(&registry, &options) {
             Ok(g) => g,
@@ -155,7 +214,10 @@ pub fn run(local: &LocalModel, path: &Path, limit: Option<usize>, max_tokens: us
         let Grammar::JsonSchema(schema) = &grammar.grammar else {
             continue;
         };
-        let compiled = match local.compile(&ConstraintSpec::JsonSchema(schema.clone()), &CompileOptions::default()) {
+        let compiled = match local.compile(
+            &ConstraintSpec::JsonSchema(schema.clone()),
+            &CompileOptions::default(),
+        ) {
             Ok(c) => c,
             Err(e) => {
                 report.skipped.push((id, e.to_string()));
@@ -164,16 +226,32 @@ pub fn run(local: &LocalModel, path: &Path, limit: Option<usize>, max_tokens: us
         };
         let mut system = instructions(&registry, format, &options);
         system.push_str("Call a tool only when the request gives every required argument. Ask a clarification question when an argument is missing. Abort when no tool can do what is asked.\n");
-        let question = case.get("question").and_then(Value::as_str).unwrap_or_default();
-        let prompt = local.prompt(&[Message::new("system", system), Message::new("user", question)]).map_err(|e| EvalError(e.to_string()))?;
+        let question = case
+            .get("question")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let prompt = local
+            .prompt(&[
+                Message::new("system", system),
+                Message::new("user", question),
+            ])
+            .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
         let generation = generator
-            .generate(&prompt, Some(&compiled), &GenerateOptions { max_tokens, ..GenerateOptions::default() })
+            .generate(
+                &prompt,
+                Some(&compiled),
+                &GenerateOptions {
+                    max_tokens,
+                    ..GenerateOptions::default()
+                },
+            )
             .map_err(|e| EvalError(e.to_string()))?;
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let output = generation.text();
         let gate = ToolGate::new(std::sync::Arc::new(registry), format, permissive());
-        let finish = Finish::from_reason(generation.stop_reason.finish_reason()).unwrap_or(Finish::Stop);
+        let finish =
+            Finish::from_reason(generation.stop_reason.finish_reason()).unwrap_or(Finish::Stop);
         let verdict = gate.check(&output, finish, &Usage::default());
         let chosen = match verdict.intent() {
             Some(Intent::ToolRequest { .. }) => "tool_call",
@@ -185,8 +263,19 @@ pub fn run(local: &LocalModel, path: &Path, limit: Option<usize>, max_tokens: us
         .to_owned();
         report.cases += 1;
         report.correct += usize::from(chosen == expected);
-        *report.confusion.entry(expected.clone()).or_default().entry(chosen.clone()).or_default() += 1;
-        report.results.push(Case { id, expected, chosen, output, ms });
+        *report
+            .confusion
+            .entry(expected.clone())
+            .or_default()
+            .entry(chosen.clone())
+            .or_default() += 1;
+        report.results.push(Case {
+            id,
+            expected,
+            chosen,
+            output,
+            ms,
+        });
     }
     progress(total, total);
     Ok(report)
@@ -196,7 +285,12 @@ pub fn run(local: &LocalModel, path: &Path, limit: Option<usize>, max_tokens: us
 fn permissive() -> Policy {
     let mut policy = Policy::default();
     if let Some(role) = policy.roles.get_mut("default") {
-        role.classes = vec![proviso::IntentClass::Read, proviso::IntentClass::Compute, proviso::IntentClass::Mutate, proviso::IntentClass::Submit];
+        role.classes = vec![
+            proviso::IntentClass::Read,
+            proviso::IntentClass::Compute,
+            proviso::IntentClass::Mutate,
+            proviso::IntentClass::Submit,
+        ];
     }
     policy
 }

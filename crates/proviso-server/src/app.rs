@@ -535,6 +535,9 @@ fn describe_run_error(
             metrics.rejection(gate);
             (StatusCode::BAD_GATEWAY, "output_rejected", e.to_string())
         }
+        RunError::UpstreamRefused { .. } => {
+            (StatusCode::BAD_REQUEST, "upstream_refused", e.to_string())
+        }
         RunError::Cancelled if timed_out => (
             StatusCode::GATEWAY_TIMEOUT,
             "timeout",

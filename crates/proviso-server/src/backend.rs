@@ -259,6 +259,13 @@ pub enum RunError {
         /// Its message.
         message: String,
     },
+    /// The upstream (in gateway mode) refused the request as a client error; its message is
+    /// passed on with status 400.
+    #[error("the upstream refused the request: {message}")]
+    UpstreamRefused {
+        /// The upstream's error message.
+        message: String,
+    },
     /// The client went away or the deadline passed.
     #[error("cancelled")]
     Cancelled,

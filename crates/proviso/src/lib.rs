@@ -48,7 +48,11 @@ mod local;
 #[cfg(feature = "local")]
 pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
 #[cfg(feature = "local")]
+mod gateway;
+#[cfg(feature = "local")]
 mod proposer;
+#[cfg(feature = "local")]
+pub use gateway::{GatewayBackend, GatewayConfig, GatewayJob, GatewayWorker, UpstreamKind};
 #[cfg(feature = "local")]
 mod serve;
 #[cfg(feature = "local")]

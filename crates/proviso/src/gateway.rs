@@ -1,0 +1,643 @@
+//! Gateway mode: generation is forwarded to an upstream OpenAI-compatible server, with the
+//! constraint written in that upstream's dialect, and every response still goes through
+//! proviso's gates before it is returned. The upstream is never trusted: a tool call it
+//! returns is parsed strictly and checked against the declared schema and policies like any
+//! model output, with bounded retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proviso_contract::{Contract, Intent};
+use proviso_server::{
+    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, RunError, Sink, Timings, ToolCallOut, ToolChoiceRequest, Worker,
+};
+use proviso_tools::export::{export_schema, export_tools, Dialect};
+use proviso_tools::{
+    instructions, write_call, CallFormat, Finish, GrammarOptions, Policy, Registry, ToolChoice,
+    ToolGate, Usage,
+};
+use serde_json::{json, Map, Value};
+
+/// Which dialect the upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamKind {
+    /// llama.cpp's server (or llama-cpp-python's): constraints as GBNF in `grammar`; tools
+    /// rendered into the prompt as hermes calls and read back from the text.
+    LlamaCpp,
+    /// vLLM: native tools and `response_format`, plus `guided_*` constraints.
+    Vllm,
+    /// Any OpenAI-compatible server (proviso's own, OpenAI): native tools and
+    /// `response_format` with `strict`.
+    OpenAi,
+}
+
+impl std::str::FromStr for UpstreamKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "llamacpp" => Ok(Self::LlamaCpp),
+            "vllm" => Ok(Self::Vllm),
+            "openai" => Ok(Self::OpenAi),
+            other => Err(format!(
+                "unknown upstream kind `{other}` (llamacpp, vllm, openai)"
+            )),
+        }
+    }
+}
+
+/// How the gateway reaches its upstream.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The upstream's base URL (`http://host:port`, with or without `/v1`).
+    pub url: String,
+    /// Its dialect.
+    pub kind: UpstreamKind,
+    /// The model name sent upstream (`None`: the upstream's first model).
+    pub model: Option<String>,
+    /// `Authorization: Bearer` token for the upstream, if it needs one.
+    pub api_key: Option<String>,
+    /// Permissions and policies applied to returned calls.
+    pub policy: Policy,
+    /// Attempts per choice when a gate rejects the upstream's output.
+    pub attempts: usize,
+    /// Timeout of one upstream call.
+    pub timeout: Duration,
+}
+
+/// The gateway backend.
+#[derive(Debug)]
+pub struct GatewayBackend {
+    config: GatewayConfig,
+    base: String,
+    id: String,
+    agent: ureq::Agent,
+}
+
+impl GatewayBackend {
+    /// A gateway to `config.url`. The model id is the configured one, or asked from the
+    /// upstream's `/v1/models`.
+    ///
+    /// # Errors
+    ///
+    /// A message when the upstream cannot be reached to learn its model.
+    pub fn new(config: GatewayConfig) -> Result<Self, String> {
+        let trimmed = config.url.trim_end_matches('/');
+        let base = if trimmed.ends_with("/v1") {
+            trimmed.to_owned()
+        } else {
+            format!("{trimmed}/v1")
+        };
+        let agent = ureq::AgentBuilder::new().timeout(config.timeout).build();
+        let id = match &config.model {
+            Some(m) => m.clone(),
+            None => {
+                let mut request = agent.get(&format!("{base}/models"));
+                if let Some(key) = &config.api_key {
+                    request = request.set("Authorization", &format!("Bearer {key}"));
+                }
+                let models: Value = request
+                    .call()
+                    .map_err(|e| format!("asking the upstream for its models: {e}"))?
+                    .into_json()
+                    .map_err(|e| format!("the upstream's model list is not JSON: {e}"))?;
+                models
+                    .pointer("/data/0/id")
+                    .and_then(Value::as_str)
+                    .ok_or("the upstream lists no model")?
+                    .to_owned()
+            }
+        };
+        Ok(Self {
+            config,
+            base,
+            id,
+            agent,
+        })
+    }
+}
+
+/// How an upstream answer is judged.
+#[derive(Debug)]
+enum Judge {
+    Text,
+    JsonObject,
+    Contract(Box<Contract>),
+    /// Native tool calls in the envelope (OpenAI, vLLM) or hermes calls in the text
+    /// (llama.cpp): both through the same gate.
+    Tools {
+        gate: Box<ToolGate>,
+        native: bool,
+        answer: Option<Box<Contract>>,
+    },
+}
+
+/// A prepared upstream request.
+#[derive(Debug)]
+pub struct GatewayJob {
+    body: Value,
+    judge: Judge,
+    n: u32,
+    /// `chat/completions`, or `completions` for a raw prompt.
+    endpoint: &'static str,
+}
+
+fn rejected(param: &str, message: impl Into<String>, unsupported: bool) -> RejectedRequest {
+    RejectedRequest {
+        param: Some(param.to_owned()),
+        message: message.into(),
+        unsupported,
+    }
+}
+
+fn to_gbnf(schema: &Value) -> Result<String, String> {
+    proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+}
+
+fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
+    Contract::builder(proviso_decode::strip_extensions(schema))
+        .build()
+        .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
+}
+
+fn wire_messages(
+    request: &GenerationRequest,
+    hermes_calls: bool,
+    tool_text: Option<&str>,
+) -> Result<Vec<Value>, RejectedRequest> {
+    let PromptInput::Chat(messages) = &request.prompt else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    for m in messages {
+        let mut message = json!({"role": m.role.as_str(), "content": m.content});
+        if !m.tool_calls.is_empty() {
+            if hermes_calls {
+                // Tools are prompt text for this upstream: past calls are written as text too.
+                let mut content = m.content.clone();
+                for call in &m.tool_calls {
+                    let args: Map<String, Value> =
+                        serde_json::from_str(&call.arguments).unwrap_or_default();
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    content.push_str(&write_call(CallFormat::Hermes, &call.name, &args));
+                }
+                message["content"] = json!(content);
+            } else {
+                message["tool_calls"] = Value::Array(
+                    m.tool_calls
+                        .iter()
+                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                        .collect(),
+                );
+            }
+        }
+        if let Some(id) = &m.tool_call_id {
+            if hermes_calls {
+                message["role"] = json!("user");
+                message["content"] =
+                    json!(format!("<tool_response>\n{}\n</tool_response>", m.content));
+            } else {
+                message["tool_call_id"] = json!(id);
+            }
+        }
+        out.push(message);
+    }
+    if let Some(text) = tool_text {
+        match out.first_mut() {
+            Some(first) if first["role"] == "system" => {
+                let content = format!(
+                    "{}\n\n{text}",
+                    first["content"].as_str().unwrap_or_default()
+                );
+                first["content"] = json!(content);
+            }
+            _ => out.insert(0, json!({"role": "system", "content": text})),
+        }
+    }
+    Ok(out)
+}
+
+impl Backend for GatewayBackend {
+    type Job = GatewayJob;
+    type Worker = GatewayWorker;
+
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn prepare(&self, request: &GenerationRequest) -> Result<GatewayJob, RejectedRequest> {
+        let kind = self.config.kind;
+        let mut body = json!({"model": self.id, "stream": false});
+        if let Some(m) = request.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        body["temperature"] = json!(request.sampling.temperature);
+        body["top_p"] = json!(request.sampling.top_p);
+        if let Some(seed) = request.sampling.seed {
+            body["seed"] = json!(seed);
+        }
+        if !request.stop.is_empty() {
+            body["stop"] = json!(request.stop);
+        }
+        let answer_schema = match &request.constraint {
+            OutputConstraint::JsonSchema { schema, .. } => {
+                Some(proviso_decode::strip_extensions(schema))
+            }
+            OutputConstraint::JsonObject => Some(json!({"type": "object"})),
+            _ => None,
+        };
+        let uses_tools = request.tools.is_some() && request.tool_choice != ToolChoiceRequest::None;
+        let judge = if uses_tools {
+            let tools = request.tools.clone().unwrap_or(Value::Null);
+            let registry = Registry::from_openai(&tools)
+                .map_err(|e| rejected("tools", e.to_string(), false))?;
+            let choice = match &request.tool_choice {
+                ToolChoiceRequest::Named(name) => {
+                    if registry.get(name).is_none() {
+                        return Err(rejected("tool_choice", format!("tool_choice names `{name}`, which is not among the declared tools ({})", registry.names().join(", ")), true));
+                    }
+                    ToolChoice::Named(name.clone())
+                }
+                ToolChoiceRequest::Required => ToolChoice::Required,
+                _ => ToolChoice::Auto,
+            };
+            let answer = match &answer_schema {
+                Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
+                None => None,
+            };
+            let options = GrammarOptions {
+                choice: choice.clone(),
+                max_calls: if request.parallel_tool_calls { 4 } else { 1 },
+                ..GrammarOptions::default()
+            };
+            let native = kind != UpstreamKind::LlamaCpp;
+            if native {
+                // The upstream enforces the tools natively (strict function schemas where the
+                // dialect has them); proviso checks what comes back.
+                let mut tools = tools.clone();
+                if let Value::Array(items) = &mut tools {
+                    for item in items.iter_mut() {
+                        if let Some(f) = item.get_mut("function").and_then(Value::as_object_mut) {
+                            f.remove("x-proviso");
+                        }
+                    }
+                }
+                body["tools"] = tools;
+                body["parallel_tool_calls"] = json!(request.parallel_tool_calls);
+                body["tool_choice"] = match &request.tool_choice {
+                    ToolChoiceRequest::Named(n) => {
+                        json!({"type": "function", "function": {"name": n}})
+                    }
+                    ToolChoiceRequest::Required => json!("required"),
+                    _ => json!("auto"),
+                };
+                body["messages"] = Value::Array(wire_messages(request, false, None)?);
+            } else {
+                if answer_schema.is_some() {
+                    return Err(rejected("response_format", "a response schema next to tools cannot be sent to a llama.cpp upstream as one grammar", true));
+                }
+                let gbnf = export_tools(
+                    &registry,
+                    CallFormat::Hermes,
+                    &options,
+                    Dialect::Gbnf,
+                    false,
+                    &to_gbnf,
+                )
+                .map_err(|e| rejected("tools", e.to_string(), true))?;
+                body["grammar"] = json!(gbnf);
+                let text = instructions(&registry, CallFormat::Hermes, &options);
+                body["messages"] = Value::Array(wire_messages(request, true, Some(&text))?);
+            }
+            // Text beside native calls, and every llama.cpp answer, is read as hermes.
+            Judge::Tools {
+                gate: Box::new(ToolGate::new(
+                    Arc::new(registry),
+                    CallFormat::Hermes,
+                    self.config.policy.clone(),
+                )),
+                native,
+                answer,
+            }
+        } else {
+            match &request.prompt {
+                PromptInput::Chat(_) => {
+                    body["messages"] = Value::Array(wire_messages(request, false, None)?)
+                }
+                PromptInput::Text(text) => body["prompt"] = json!(text),
+            }
+            match &request.constraint {
+                OutputConstraint::None => Judge::Text,
+                OutputConstraint::JsonObject => {
+                    match kind {
+                        UpstreamKind::LlamaCpp => {
+                            body["grammar"] = json!(export_schema(
+                                &json!({"type": "object"}),
+                                Dialect::Gbnf,
+                                false,
+                                &to_gbnf
+                            )
+                            .map_err(|e| rejected("response_format", e.to_string(), true))?);
+                        }
+                        _ => body["response_format"] = json!({"type": "json_object"}),
+                    }
+                    Judge::JsonObject
+                }
+                OutputConstraint::JsonSchema { name, schema, .. } => {
+                    let checked = contract(schema, "response_format.json_schema.schema")?;
+                    match kind {
+                        UpstreamKind::LlamaCpp => {
+                            body["grammar"] =
+                                json!(export_schema(schema, Dialect::Gbnf, false, &to_gbnf)
+                                    .map_err(|e| rejected(
+                                        "response_format.json_schema.schema",
+                                        e.to_string(),
+                                        true
+                                    ))?);
+                        }
+                        UpstreamKind::Vllm => {
+                            body["guided_json"] = proviso_tools::export::normalize(schema)
+                        }
+                        UpstreamKind::OpenAi => {
+                            body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": name, "schema": proviso_tools::export::normalize(schema), "strict": true}});
+                        }
+                    }
+                    Judge::Contract(Box::new(checked))
+                }
+                OutputConstraint::Regex(r) => {
+                    match kind {
+                        UpstreamKind::LlamaCpp => {
+                            return Err(rejected(
+                                "guided_regex",
+                                "a llama.cpp upstream takes GBNF, not regular expressions",
+                                true,
+                            ))
+                        }
+                        _ => body["guided_regex"] = json!(r),
+                    }
+                    Judge::Text
+                }
+                OutputConstraint::Choice(c) => {
+                    match kind {
+                        UpstreamKind::LlamaCpp => {
+                            let alternatives: Vec<String> = c
+                                .iter()
+                                .map(|s| serde_json::to_string(s).unwrap_or_default())
+                                .collect();
+                            body["grammar"] =
+                                json!(format!("root ::= {}\n", alternatives.join(" | ")));
+                        }
+                        _ => body["guided_choice"] = json!(c),
+                    }
+                    Judge::Text
+                }
+                OutputConstraint::Lark(l) => {
+                    match kind {
+                        UpstreamKind::LlamaCpp => {
+                            return Err(rejected(
+                                "guided_grammar",
+                                "a llama.cpp upstream takes GBNF, not Lark",
+                                true,
+                            ))
+                        }
+                        _ => body["guided_grammar"] = json!(l),
+                    }
+                    Judge::Text
+                }
+            }
+        };
+        let endpoint = match request.prompt {
+            PromptInput::Chat(_) => "chat/completions",
+            PromptInput::Text(_) => "completions",
+        };
+        Ok(GatewayJob {
+            body,
+            judge,
+            n: request.n,
+            endpoint,
+        })
+    }
+
+    fn worker(&self) -> Result<GatewayWorker, String> {
+        Ok(GatewayWorker {
+            agent: self.agent.clone(),
+            base: self.base.clone(),
+            api_key: self.config.api_key.clone(),
+            attempts: self.config.attempts.max(1),
+        })
+    }
+}
+
+/// A gateway worker (one upstream request at a time).
+#[derive(Debug)]
+pub struct GatewayWorker {
+    agent: ureq::Agent,
+    base: String,
+    api_key: Option<String>,
+    attempts: usize,
+}
+
+impl GatewayWorker {
+    fn call(&self, endpoint: &str, body: &Value) -> Result<Value, RunError> {
+        let mut request = self.agent.post(&format!("{}/{endpoint}", self.base));
+        if let Some(key) = &self.api_key {
+            request = request.set("Authorization", &format!("Bearer {key}"));
+        }
+        match request.send_json(body.clone()) {
+            Ok(r) => r.into_json().map_err(|e| {
+                RunError::Internal(format!("the upstream's response is not JSON: {e}"))
+            }),
+            Err(ureq::Error::Status(code, r)) => {
+                let text = r.into_string().unwrap_or_default();
+                let message = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| {
+                        v.pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_else(|| text.chars().take(300).collect());
+                if (400..500).contains(&code) && code != 429 {
+                    Err(RunError::UpstreamRefused { message })
+                } else {
+                    Err(RunError::Internal(format!(
+                        "the upstream answered {code}: {message}"
+                    )))
+                }
+            }
+            Err(e) => Err(RunError::Internal(format!(
+                "the upstream cannot be reached: {e}"
+            ))),
+        }
+    }
+}
+
+impl Worker for GatewayWorker {
+    type Job = GatewayJob;
+
+    fn run(&mut self, job: GatewayJob, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError> {
+        let mut choices = Vec::new();
+        for index in 0..job.n {
+            let mut rejections = Vec::new();
+            let mut completion_tokens = 0;
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                if sink.cancelled() {
+                    return Err(RunError::Cancelled);
+                }
+                let started = std::time::Instant::now();
+                let response = self.call(job.endpoint, &job.body)?;
+                let elapsed = started.elapsed();
+                completion_tokens += response
+                    .pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let prompt_tokens = response
+                    .pointer("/usage/prompt_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let text = response
+                    .pointer("/choices/0/message/content")
+                    .or_else(|| response.pointer("/choices/0/text"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let finish = response
+                    .pointer("/choices/0/finish_reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stop")
+                    .to_owned();
+                let base = ChoiceResult {
+                    index,
+                    content: Some(text.clone()),
+                    tool_calls: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                    prompt_tokens,
+                    completion_tokens,
+                    timings: Timings {
+                        time_to_first_token: Some(elapsed),
+                        ..Timings::default()
+                    },
+                    rejections: rejections.clone(),
+                };
+                if finish == "length" {
+                    // A fragment, returned as text and never judged as a call or an object.
+                    if !text.is_empty() && !sink.send(index, Delta::Content(text.clone())) {
+                        return Err(RunError::Cancelled);
+                    }
+                    choices.push(ChoiceResult {
+                        finish_reason: FinishReason::Length,
+                        ..base
+                    });
+                    break;
+                }
+                let fail = |r: &proviso_contract::Rejection| {
+                    (
+                        r.gate().to_string(),
+                        r.code().to_owned(),
+                        r.message().to_owned(),
+                    )
+                };
+                let verdict: Result<ChoiceResult, (String, String, String)> = match &job.judge {
+                    Judge::Text => Ok(base),
+                    Judge::JsonObject => {
+                        match proviso_json::parse_str(&text, &proviso_json::ParseOptions::default())
+                        {
+                            Ok(Value::Object(_)) => Ok(base),
+                            Ok(_) => Err((
+                                "schema".into(),
+                                "type_mismatch".into(),
+                                "the output is not a JSON object".into(),
+                            )),
+                            Err(e) => Err(("parse".into(), e.code().into(), e.to_string())),
+                        }
+                    }
+                    Judge::Contract(c) => match c.check_text(text.as_bytes()).rejection() {
+                        None => Ok(base),
+                        Some(r) => Err(fail(r)),
+                    },
+                    Judge::Tools {
+                        gate,
+                        native,
+                        answer,
+                    } => {
+                        let verdict = if *native {
+                            gate.check_envelope(response.to_string().as_bytes(), &Usage::default())
+                        } else {
+                            gate.check(&text, Finish::Stop, &Usage::default())
+                        };
+                        match (verdict.intent(), verdict.rejection()) {
+                            (Some(Intent::ToolRequest { calls, .. }), _) => Ok(ChoiceResult {
+                                content: None,
+                                tool_calls: calls
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, c)| ToolCallOut {
+                                        id: c.id().map_or_else(
+                                            || format!("call_{index}_{i}"),
+                                            str::to_owned,
+                                        ),
+                                        name: c.name().to_owned(),
+                                        arguments: Value::Object(c.arguments().clone()).to_string(),
+                                    })
+                                    .collect(),
+                                finish_reason: FinishReason::ToolCalls,
+                                ..base
+                            }),
+                            (Some(Intent::FinalAnswer { .. }), _) => match answer {
+                                None => Ok(base),
+                                Some(c) => match c.check_text(text.trim().as_bytes()).rejection() {
+                                    None => Ok(base),
+                                    Some(r) => Err(fail(r)),
+                                },
+                            },
+                            (_, Some(r)) => Err(fail(r)),
+                            _ => Err((
+                                "application".into(),
+                                "unsupported_intent".into(),
+                                "the upstream's answer is not a call or a text".into(),
+                            )),
+                        }
+                    }
+                };
+                match verdict {
+                    Ok(choice) => {
+                        if let Some(text) = &choice.content {
+                            if !text.is_empty() && !sink.send(index, Delta::Content(text.clone())) {
+                                return Err(RunError::Cancelled);
+                            }
+                        }
+                        for (i, call) in choice.tool_calls.iter().enumerate() {
+                            if !sink.send(
+                                index,
+                                Delta::ToolCall {
+                                    index: u32::try_from(i).unwrap_or(u32::MAX),
+                                    call: call.clone(),
+                                },
+                            ) {
+                                return Err(RunError::Cancelled);
+                            }
+                        }
+                        choices.push(choice);
+                        break;
+                    }
+                    Err((gate, code, message)) => {
+                        rejections.push(gate.clone());
+                        if attempt >= self.attempts {
+                            return Err(RunError::OutputRejected {
+                                gate,
+                                code,
+                                message,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(choices)
+    }
+}
