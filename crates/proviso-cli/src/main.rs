@@ -58,12 +58,57 @@ enum Command {
     /// Evaluations on public suites (BFCL, When2Call) with the local model.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// Run the breaker suite against any OpenAI-compatible endpoint and report parse
+    /// failures, silently corrupted arguments, and calls that would have executed despite
+    /// failing a gate.
+    Audit(AuditArgs),
     /// Manage the embedded default model.
     #[command(subcommand)]
     Model(model::ModelCommand),
     /// Benchmarks: MaskBench, and constrained decoding against its baselines.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// The endpoint's base URL (with or without `/v1`). An API key, if needed, is read from
+    /// `PROVISO_AUDIT_KEY`.
+    #[arg(long, value_name = "URL")]
+    endpoint: String,
+    /// The model to ask for (default: the endpoint's first model).
+    #[arg(long)]
+    model: Option<String>,
+    /// Also write the report as JSON here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Send the tools' argument policies as proviso's `x-proviso` extension (for endpoints
+    /// that read it, such as `proviso serve`).
+    #[arg(long)]
+    send_policies: bool,
+}
+
+fn audit(args: &AuditArgs) -> Result<ExitCode> {
+    let key = std::env::var("PROVISO_AUDIT_KEY").ok();
+    let report = proviso_eval::audit::run(
+        &args.endpoint,
+        args.model.as_deref(),
+        key.as_deref(),
+        args.send_policies,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    write!(stdout, "{}", report.markdown())?;
+    let unsafe_calls = report.cases.iter().any(|c| c.would_execute);
+    Ok(if unsafe_calls {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[derive(Debug, clap::Args)]
@@ -144,6 +189,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => serve::run(&args),
         Command::Grammar(args) => grammar::run(&args),
         Command::Eval(command) => eval::run(&command),
+        Command::Audit(args) => audit(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Model(command) => model::run(&command),
         Command::Bench(command) => bench::run(&command),
