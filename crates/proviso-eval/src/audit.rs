@@ -117,15 +117,18 @@ fn tools() -> Value {
     ])
 }
 
-/// (name, abuse, messages, tool names offered, tool_choice, parallel calls allowed)
-fn cases() -> Vec<(
+/// One audit case: name, abuse, messages, tool names offered, `tool_choice`, whether
+/// parallel calls are allowed.
+type CaseSpec = (
     &'static str,
     &'static str,
     Value,
     Vec<&'static str>,
     Value,
     bool,
-)> {
+);
+
+fn cases() -> Vec<CaseSpec> {
     let user = |text: &str| json!([{"role": "user", "content": text}]);
     vec![
         ("delimiters", "an argument full of the formats' delimiters",
