@@ -317,8 +317,15 @@ pub fn run(
         };
         let truth = answers.get(&id).cloned().unwrap_or(Value::Null);
         let truncated = generation.stop_reason.finish_reason() == "length";
-        // Under the grammar, a cut output is an incomplete step, never a decision not to call.
-        let (valid, (ast, reason)) = if mode == Mode::Constrained && truncated {
+        let call_start = match format {
+            CallFormat::Pythonic => '[',
+            CallFormat::Hermes => '<',
+            CallFormat::Envelope | CallFormat::Llama3 => '{',
+        };
+        let started_a_call = output.trim_start().starts_with(call_start);
+        // Under the grammar, a call cut by the token limit is an incomplete step, never a
+        // decision not to call; a cut text answer is still a text answer, as in free mode.
+        let (valid, (ast, reason)) = if mode == Mode::Constrained && truncated && started_a_call {
             (false, (false, Some("cut by the token limit".to_owned())))
         } else {
             (valid, ast_check(category, &calls, &truth, &registry))
