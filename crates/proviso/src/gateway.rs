@@ -19,6 +19,8 @@ use proviso_tools::{
 };
 use serde_json::{json, Map, Value};
 
+use crate::serve::{contract, rejected};
+
 /// Which dialect the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpstreamKind {
@@ -143,22 +145,8 @@ pub struct GatewayJob {
     endpoint: &'static str,
 }
 
-fn rejected(param: &str, message: impl Into<String>, unsupported: bool) -> RejectedRequest {
-    RejectedRequest {
-        param: Some(param.to_owned()),
-        message: message.into(),
-        unsupported,
-    }
-}
-
 fn to_gbnf(schema: &Value) -> Result<String, String> {
     proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
-}
-
-fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
-    Contract::builder(proviso_decode::strip_extensions(schema))
-        .build()
-        .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
 }
 
 fn wire_messages(

@@ -117,7 +117,12 @@ pub struct LocalJob {
     call_start: Option<u8>,
 }
 
-fn rejected(param: &str, message: impl Into<String>, unsupported: bool) -> RejectedRequest {
+/// A request refused before generation, naming the parameter.
+pub(crate) fn rejected(
+    param: &str,
+    message: impl Into<String>,
+    unsupported: bool,
+) -> RejectedRequest {
     RejectedRequest {
         param: Some(param.to_owned()),
         message: message.into(),
@@ -147,7 +152,8 @@ fn spec_of(grammar: &Grammar) -> ConstraintSpec {
     }
 }
 
-fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
+/// The validator of a response schema; what it cannot enforce is refused by name.
+pub(crate) fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
     Contract::builder(proviso_decode::strip_extensions(schema))
         .build()
         .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
