@@ -277,16 +277,31 @@ pub fn run(
             }
         };
         let started = Instant::now();
-        let generation = generator
-            .generate(
-                &prompt,
-                compiled.as_ref(),
-                &GenerateOptions {
-                    max_tokens,
-                    ..GenerateOptions::default()
-                },
-            )
-            .map_err(|e| EvalError(e.to_string()))?;
+        let generation = match generator.generate(
+            &prompt,
+            compiled.as_ref(),
+            &GenerateOptions {
+                max_tokens,
+                ..GenerateOptions::default()
+            },
+        ) {
+            Ok(g) => g,
+            Err(e) => {
+                // One failed generation is one failed case, recorded with its error.
+                report.cases += 1;
+                report.results.push(Case {
+                    id,
+                    output: String::new(),
+                    calls: Vec::new(),
+                    valid: false,
+                    ast: false,
+                    corrupted: false,
+                    reason: Some(format!("generation failed: {e}")),
+                    ms: 0,
+                });
+                continue;
+            }
+        };
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let output = generation.text();
         let strict = strict_calls(

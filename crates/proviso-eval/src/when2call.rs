@@ -78,7 +78,7 @@ impl Report {
         for c in chosen {
             out.push_str(&format!(" {c} |"));
         }
-        out.push_str("\n|---|---|---|---|---|---|\n");
+        out.push_str("\n|---|---|---|---|---|---|---|\n");
         for (expected, row) in &self.confusion {
             out.push_str(&format!("| {expected} |"));
             for c in chosen {
@@ -237,16 +237,34 @@ pub fn run(
             ])
             .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
-        let generation = generator
-            .generate(
-                &prompt,
-                Some(&compiled),
-                &GenerateOptions {
-                    max_tokens,
-                    ..GenerateOptions::default()
-                },
-            )
-            .map_err(|e| EvalError(e.to_string()))?;
+        let generation = match generator.generate(
+            &prompt,
+            Some(&compiled),
+            &GenerateOptions {
+                max_tokens,
+                ..GenerateOptions::default()
+            },
+        ) {
+            Ok(g) => g,
+            Err(e) => {
+                // One failed generation is one failed case, recorded with its error.
+                report.cases += 1;
+                *report
+                    .confusion
+                    .entry(expected.clone())
+                    .or_default()
+                    .entry("error".into())
+                    .or_default() += 1;
+                report.results.push(Case {
+                    id,
+                    expected,
+                    chosen: "error".into(),
+                    output: e.to_string(),
+                    ms: 0,
+                });
+                continue;
+            }
+        };
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let output = generation.text();
         let gate = ToolGate::new(std::sync::Arc::new(registry), format, permissive());
