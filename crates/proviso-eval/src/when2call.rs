@@ -73,6 +73,7 @@ impl Report {
             "cannot_answer",
             "direct",
             "rejected",
+            "error",
         ];
         let mut out = format!("When2Call, constrained (envelope intents): {} of {} correct ({:.1}%).\n\n| expected \\ chosen |", self.correct, self.cases, self.accuracy());
         for c in chosen {
@@ -98,6 +99,7 @@ impl Report {
             ("cannot_answer", "#e6550d"),
             ("direct", "#969696"),
             ("rejected", "#000000"),
+            ("error", "#e7298a"),
         ];
         let mut out = String::from("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"260\" font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"10\" y=\"16\" font-size=\"13\">When2Call: behaviour chosen, per correct behaviour</text>\n");
         for (i, (expected, row)) in self.confusion.iter().enumerate() {
