@@ -41,8 +41,9 @@ enum Command {
     /// Run a bundled example agent on the local model and print each step as it is disposed
     /// of: raw output, gates, intent, tool result, final answer.
     ///
-    /// Exit status: 0 when the run ends in an accepted answer, clarification or abort; 1 when
-    /// it ends in an exhausted budget or too many rejected steps; 2 for setup errors.
+    /// Exit status: 0 when the run ends in any typed way (an accepted answer, clarification or
+    /// abort, an exhausted budget, too many rejected steps; the log says which); 1 when the
+    /// model failed for a technical reason; 2 for setup errors.
     Demo(demo::DemoArgs),
     /// Serve the OpenAI chat-completions API on the local model, with grammar-enforced tool
     /// calls and structured outputs.

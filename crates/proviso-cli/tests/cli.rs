@@ -344,7 +344,7 @@ fn demo_prints_every_step_and_writes_a_trace() {
         ],
         None,
     );
-    assert!(code == 0 || code == 1, "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
     for part in [
         "question:",
         "── step 1 ──",
