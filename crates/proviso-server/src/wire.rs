@@ -473,6 +473,43 @@ fn tool_choice(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Tool
     }
 }
 
+/// The parameters chat and legacy completions share.
+struct Common {
+    sampling: SamplingParams,
+    stop: Vec<String>,
+    stream: bool,
+    include_usage: bool,
+    n: u32,
+}
+
+/// Reads the shared parameters, then refuses what cannot be honoured and anything unknown
+/// (so it must come after every endpoint-specific parameter has been taken).
+fn common(body: &Map<String, Value>, mut seen: Vec<String>) -> Result<Common> {
+    let sampling = sampling(body, &mut seen)?;
+    let stop = stops(body, &mut seen)?;
+    let stream = match take(body, "stream", &mut seen) {
+        Some(v) => as_bool(v, "stream")?,
+        None => false,
+    };
+    let include_usage = take(body, "stream_options", &mut seen)
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let n = match take(body, "n", &mut seen) {
+        Some(v) => as_u32(v, "n", 1, 8)?,
+        None => 1,
+    };
+    refuse_unhonoured(body, &mut seen)?;
+    refuse_unknown(body, &seen)?;
+    Ok(Common {
+        sampling,
+        stop,
+        stream,
+        include_usage,
+        n,
+    })
+}
+
 /// Reads a chat-completions body.
 ///
 /// # Errors
@@ -530,34 +567,19 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         (None, Some(v)) => Some(as_u32(v, "max_tokens", 1, 1_000_000)?),
         (None, None) => None,
     };
-    let sampling = sampling(body, &mut seen)?;
-    let stop = stops(body, &mut seen)?;
-    let stream = match take(body, "stream", &mut seen) {
-        Some(v) => as_bool(v, "stream")?,
-        None => false,
-    };
-    let include_usage = take(body, "stream_options", &mut seen)
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let n = match take(body, "n", &mut seen) {
-        Some(v) => as_u32(v, "n", 1, 8)?,
-        None => 1,
-    };
-    refuse_unhonoured(body, &mut seen)?;
-    refuse_unknown(body, &seen)?;
+    let common = common(body, seen)?;
     Ok(GenerationRequest {
         prompt: PromptInput::Chat(messages),
         tools,
         tool_choice,
         parallel_tool_calls,
         constraint,
-        sampling,
+        sampling: common.sampling,
         max_tokens,
-        stop,
-        n,
-        stream,
-        include_usage,
+        stop: common.stop,
+        n: common.n,
+        stream: common.stream,
+        include_usage: common.include_usage,
     })
 }
 
@@ -593,34 +615,19 @@ pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
         Some(v) => as_u32(v, "max_tokens", 1, 1_000_000)?,
         None => 16,
     };
-    let sampling = sampling(body, &mut seen)?;
-    let stop = stops(body, &mut seen)?;
-    let stream = match take(body, "stream", &mut seen) {
-        Some(v) => as_bool(v, "stream")?,
-        None => false,
-    };
-    let include_usage = take(body, "stream_options", &mut seen)
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let n = match take(body, "n", &mut seen) {
-        Some(v) => as_u32(v, "n", 1, 8)?,
-        None => 1,
-    };
-    refuse_unhonoured(body, &mut seen)?;
-    refuse_unknown(body, &seen)?;
+    let common = common(body, seen)?;
     Ok(GenerationRequest {
         prompt: PromptInput::Text(prompt),
         tools: None,
         tool_choice: ToolChoiceRequest::None,
         parallel_tool_calls: false,
         constraint,
-        sampling,
+        sampling: common.sampling,
         max_tokens: Some(max_tokens),
-        stop,
-        n,
-        stream,
-        include_usage,
+        stop: common.stop,
+        n: common.n,
+        stream: common.stream,
+        include_usage: common.include_usage,
     })
 }
 
