@@ -149,9 +149,18 @@ struct CheckArgs {
     input: Option<PathBuf>,
 }
 
+/// jemalloc, configured at build time (`.cargo/config.toml`) to return freed memory to the
+/// system from a background thread, so a long-running server's RSS comes back to its baseline
+/// after large rejected requests (glibc's per-thread arenas kept it).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // The server logs by default: one line per request, and the cause of every 500 with its
+    // request id. Other commands print their own output and log only when asked.
+    let default_filter = matches!(cli.command, Command::Serve(_)).then_some("warn,proviso_server=info");
+    init_tracing(default_filter);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -165,9 +174,13 @@ fn main() -> ExitCode {
 
 /// With `PROVISO_LOG` set (an `EnvFilter` directive such as `info`), every span (each model
 /// call and tool execution, with its OpenTelemetry GenAI attributes) is written to stderr as
-/// one JSON line when it closes.
-fn init_tracing() {
-    let Ok(filter) = std::env::var("PROVISO_LOG") else {
+/// one JSON line when it closes. `default` is the filter used when `PROVISO_LOG` is unset
+/// (`None`: no logging).
+fn init_tracing(default: Option<&str>) {
+    let Some(filter) = std::env::var("PROVISO_LOG")
+        .ok()
+        .or_else(|| default.map(str::to_owned))
+    else {
         return;
     };
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use proviso::llama::RunOptions;
-use proviso::server::{serve, ServerConfig};
+use proviso::server::{serve_with_metrics, ServerConfig};
 use proviso::tools::{CallFormat, Policy};
 use proviso::{LocalBackend, LocalBackendConfig, LocalModel};
 
@@ -50,6 +50,47 @@ pub(crate) struct ServeArgs {
     /// intent class is permitted, since the client executes the calls.
     #[arg(long, value_name = "POLICY.json")]
     policy: Option<PathBuf>,
+    /// Seconds a client may take to send a request's headers (from its first byte, or from
+    /// connecting); the connection is closed beyond.
+    #[arg(long, default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds a client may take to send a request's body once its headers are in (408
+    /// beyond).
+    #[arg(long, default_value_t = 30)]
+    body_timeout: u64,
+    /// Seconds a keep-alive connection may stay idle between requests.
+    #[arg(long, default_value_t = 60)]
+    idle_timeout: u64,
+    /// Most open connections; beyond, new connections get a 503 and are closed.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
+    /// Seconds, on SIGTERM or Ctrl-C, that requests in flight may take to finish before
+    /// their connections are dropped (idle and stalled connections close at once).
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout: u64,
+    /// Seconds a request's schema or grammar may take to compile (400 beyond).
+    #[arg(long, default_value_t = 10)]
+    compile_timeout: u64,
+    /// Require `Authorization: Bearer <KEY>` on every /v1 route (and on /metrics when it
+    /// shares the port). Prefer the environment variable: a command line is visible to
+    /// every user of the machine.
+    #[arg(long, env = "PROVISO_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Serve /metrics (and /health) on this port instead of the API port, where it is then
+    /// absent.
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Address for --metrics-port.
+    #[arg(long, default_value = "127.0.0.1", requires = "metrics_port")]
+    metrics_host: String,
+    /// A host name the server answers to (repeatable). Requests with another Host, or an
+    /// Origin naming another host, get 403. Default: the loopback names when bound to a
+    /// loopback address, any host otherwise.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Answer requests whatever their Host and Origin (turns off the DNS-rebinding guard).
+    #[arg(long, conflicts_with = "allowed_hosts")]
+    allow_any_host: bool,
     /// Gateway mode: forward generation to this OpenAI-compatible server (its base URL),
     /// with the constraint in its dialect, and gate every response before returning it.
     #[arg(long, value_name = "URL")]
@@ -68,6 +109,14 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         queue: args.queue,
         body_limit: args.body_limit,
         request_timeout: Duration::from_secs(args.timeout.max(1)),
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+        body_timeout: Duration::from_secs(args.body_timeout.max(1)),
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        max_connections: args.max_connections.max(1),
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        compile_timeout: Duration::from_secs(args.compile_timeout.max(1)),
+        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        ..ServerConfig::default()
     };
     let policy = match &args.policy {
         Some(path) => Some(
@@ -142,6 +191,28 @@ fn listen<B: proviso::server::Backend>(
             .await
             .with_context(|| format!("listening on {address}"))?;
         let bound = listener.local_addr()?;
+        let mut server = server;
+        server.allowed_hosts = if args.allow_any_host {
+            None
+        } else if args.allowed_hosts.is_empty() {
+            ServerConfig::default_allowed_hosts(&bound)
+        } else {
+            Some(args.allowed_hosts.clone())
+        };
+        let metrics_listener = match args.metrics_port {
+            Some(port) => {
+                let address: SocketAddr = format!("{}:{port}", args.metrics_host)
+                    .parse()
+                    .with_context(|| format!("{}:{port} is not an address", args.metrics_host))?;
+                let l = tokio::net::TcpListener::bind(address)
+                    .await
+                    .with_context(|| format!("listening on {address}"))?;
+                let mut stderr = std::io::stderr().lock();
+                writeln!(stderr, "proviso: metrics on http://{}/metrics", l.local_addr()?)?;
+                Some(l)
+            }
+            None => None,
+        };
         {
             let mut stderr = std::io::stderr().lock();
             writeln!(
@@ -150,7 +221,7 @@ fn listen<B: proviso::server::Backend>(
                 server.queue
             )?;
         }
-        serve(backend, server, listener, shutdown_signal())
+        serve_with_metrics(backend, server, listener, metrics_listener, shutdown_signal())
             .await
             .context("serving")?;
         let mut stderr = std::io::stderr().lock();

@@ -22,6 +22,10 @@ pub enum ContractError {
         /// JSON pointer into the schema.
         schema_path: String,
     },
+    /// The schema's `$ref`s chain deeper than the limit, loop without describing a value, or
+    /// are too many (`proviso_json::refs`); refused before any compiler recurses into them.
+    #[error("schema refused: {0}")]
+    References(#[from] proviso_json::refs::LimitError),
     /// The `x-proviso` declaration is malformed.
     #[error("invalid contract declaration at {path:?}: {message}")]
     InvalidDeclaration {

@@ -31,6 +31,8 @@ pub struct SchemaOptions {
     /// Off for contracts (one dialect, explicitly); on for third-party corpora written
     /// against older drafts.
     pub detect_draft: bool,
+    /// Bounds on `$ref` chains, checked before the validator resolves them.
+    pub schema_limits: proviso_json::refs::SchemaLimits,
 }
 
 impl Default for SchemaOptions {
@@ -40,6 +42,7 @@ impl Default for SchemaOptions {
             allow_unknown_keywords: false,
             resources: HashMap::new(),
             detect_draft: false,
+            schema_limits: proviso_json::refs::SchemaLimits::default(),
         }
     }
 }
@@ -77,6 +80,8 @@ impl CompiledSchema {
     /// [`ContractError`] when the schema is invalid, names an unknown keyword, or refers to a
     /// document that is not among the options' resources.
     pub fn compile(schema: &Value, options: &SchemaOptions) -> Result<Self, ContractError> {
+        // Bounded before the validator resolves anything: its resolution recurses.
+        proviso_json::refs::check_limits(schema, &options.schema_limits)?;
         if !options.allow_unknown_keywords {
             check_keywords(schema, "")?;
         }

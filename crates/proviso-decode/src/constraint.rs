@@ -44,6 +44,8 @@ pub struct CompileOptions {
     /// Bounds on grammar size and per-token work, so that a pathological schema fails in
     /// bounded time instead of stalling generation.
     pub limits: ParserLimits,
+    /// Bounds on `$ref` chains in JSON schemas, checked before llguidance resolves them.
+    pub schema_limits: proviso_json::refs::SchemaLimits,
 }
 
 impl Default for CompileOptions {
@@ -60,6 +62,7 @@ impl Default for CompileOptions {
                 verbose_errors: false,
                 ..ParserLimits::default()
             },
+            schema_limits: proviso_json::refs::SchemaLimits::default(),
         }
     }
 }
@@ -83,6 +86,10 @@ pub enum ConstraintError {
         /// llguidance's message.
         message: String,
     },
+    /// The schema's `$ref`s chain too deep, loop without describing a value, or are too many;
+    /// refused before the compiler recurses into them.
+    #[error("cannot compile the constraint: {0}")]
+    References(#[from] proviso_json::refs::LimitError),
     /// The tokenizer cannot be used for constraints.
     #[error("cannot build the constraint engine: {message}")]
     Tokenizer {
@@ -190,6 +197,8 @@ impl Constrainer {
         let start = Instant::now();
         let grammar = match spec {
             ConstraintSpec::JsonSchema(schema) => {
+                // llguidance resolves references recursively: bound them first.
+                proviso_json::refs::check_limits(schema, &options.schema_limits)?;
                 let mut schema = strip_extensions(schema);
                 if !schema.is_object() {
                     // `true`/`false` schemas: wrap so that options can be attached.

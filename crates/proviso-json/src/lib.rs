@@ -24,6 +24,7 @@
 
 mod locate;
 mod number;
+pub mod refs;
 mod value;
 
 use std::fmt;

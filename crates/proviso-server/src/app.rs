@@ -1,5 +1,5 @@
-//! The HTTP side: routes, status codes, admission to a bounded queue, worker threads,
-//! streaming, metrics, graceful shutdown.
+//! The HTTP side: routes, status codes, access control, admission to a bounded queue,
+//! worker threads, streaming, metrics, one log line per request, graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -8,32 +8,80 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, Worker};
+use crate::conn::ConnLimits;
 use crate::metrics::Metrics;
+use crate::prepare::{PrepareError, Preparer};
 use crate::wire::{self, ErrorBody, InvalidRequest};
 
-/// Limits and sizes.
-#[derive(Debug, Clone)]
+/// Limits, sizes and access control.
+#[derive(Clone)]
 pub struct ServerConfig {
     /// Worker threads, each generating one request at a time.
     pub workers: usize,
     /// Requests that may wait for a worker; beyond that, 503 with `Retry-After`.
     pub queue: usize,
-    /// Largest request body, in bytes (413 beyond).
+    /// Largest request body, in bytes (413 beyond; a larger `Content-Length` is refused
+    /// before any of the body is read).
     pub body_limit: usize,
     /// Longest a request may take, queueing included (504 beyond).
     pub request_timeout: Duration,
+    /// Longest a client may take to send a request's headers, from its first byte (or from
+    /// connecting, for a first request); the connection is closed beyond.
+    pub header_timeout: Duration,
+    /// Longest a client may take to send a request's body once its headers are in (408
+    /// beyond).
+    pub body_timeout: Duration,
+    /// Longest a keep-alive connection may stay idle between requests.
+    pub idle_timeout: Duration,
+    /// Most open connections; beyond, a new connection gets a 503 and is closed.
+    pub max_connections: usize,
+    /// On shutdown, how long connections with a request in flight may take to finish before
+    /// they are dropped. Idle and stalled connections are closed at once.
+    pub shutdown_timeout: Duration,
+    /// Threads that compile requests' constraints (each with a large stack of its own).
+    pub compile_threads: usize,
+    /// Longest a request's constraint may take to compile (400 beyond).
+    pub compile_timeout: Duration,
+    /// When set, every `/v1` route (and `/metrics` when it shares the port) needs
+    /// `Authorization: Bearer <key>`, compared in constant time.
+    pub api_key: Option<String>,
+    /// When set, requests whose `Host` (or `Origin`, when present) names another host are
+    /// refused with 403, so that a web page cannot reach the API through DNS rebinding.
+    /// Entries are host names or addresses without a port; `None` accepts any host.
+    pub allowed_hosts: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret: never in a log line.
+        f.debug_struct("ServerConfig")
+            .field("workers", &self.workers)
+            .field("queue", &self.queue)
+            .field("body_limit", &self.body_limit)
+            .field("request_timeout", &self.request_timeout)
+            .field("header_timeout", &self.header_timeout)
+            .field("body_timeout", &self.body_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_connections", &self.max_connections)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("compile_threads", &self.compile_threads)
+            .field("compile_timeout", &self.compile_timeout)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -43,7 +91,31 @@ impl Default for ServerConfig {
             queue: 16,
             body_limit: 2 * 1024 * 1024,
             request_timeout: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
+            shutdown_timeout: Duration::from_secs(30),
+            compile_threads: 2,
+            compile_timeout: Duration::from_secs(10),
+            api_key: None,
+            allowed_hosts: None,
         }
+    }
+}
+
+impl ServerConfig {
+    /// The host names a server bound to `address` accepts by default: the loopback names when
+    /// it is a loopback address (a page in a local browser must not reach it under another
+    /// name), any host otherwise.
+    #[must_use]
+    pub fn default_allowed_hosts(address: &std::net::SocketAddr) -> Option<Vec<String>> {
+        address.ip().is_loopback().then(|| {
+            ["localhost", "127.0.0.1", "::1", "[::1]"]
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect()
+        })
     }
 }
 
@@ -57,11 +129,15 @@ struct Job<J> {
     events: mpsc::UnboundedSender<WorkerEvent>,
     cancel: Arc<AtomicBool>,
     deadline: Instant,
+    /// Tokens generated for this request so far, as the worker reports them (for the
+    /// metrics and the log line of a request that ends without a result).
+    generated: Arc<AtomicU64>,
 }
 
 struct Shared<B: Backend> {
     backend: Arc<B>,
     jobs: crossbeam_channel::Sender<Job<B::Job>>,
+    preparer: Arc<Preparer<B>>,
     metrics: Arc<Metrics>,
     config: ServerConfig,
 }
@@ -71,6 +147,7 @@ impl<B: Backend> Clone for Shared<B> {
         Self {
             backend: self.backend.clone(),
             jobs: self.jobs.clone(),
+            preparer: self.preparer.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
         }
@@ -81,6 +158,7 @@ struct ChannelSink<'a> {
     events: &'a mpsc::UnboundedSender<WorkerEvent>,
     cancel: &'a AtomicBool,
     deadline: Instant,
+    generated: &'a AtomicU64,
 }
 
 impl Sink for ChannelSink<'_> {
@@ -95,6 +173,10 @@ impl Sink for ChannelSink<'_> {
         self.cancel.load(Ordering::SeqCst)
             || self.events.is_closed()
             || Instant::now() >= self.deadline
+    }
+
+    fn generated(&mut self, tokens: u64) {
+        self.generated.fetch_add(tokens, Ordering::SeqCst);
     }
 }
 
@@ -131,6 +213,7 @@ fn spawn_workers<B: Backend>(
                     events,
                     cancel,
                     deadline,
+                    generated,
                 }) = receiver.recv()
                 {
                     metrics.queued().dec();
@@ -146,16 +229,27 @@ fn spawn_workers<B: Backend>(
                         events: &events,
                         cancel: &cancel,
                         deadline,
+                        generated: &generated,
                     };
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         worker.run(job, &mut sink)
                     }))
-                    .unwrap_or_else(|_| Err(RunError::Internal("the worker panicked".into())));
+                    .unwrap_or_else(|panic| {
+                        Err(RunError::Internal(format!(
+                            "the worker panicked: {}",
+                            panic_message(panic.as_ref())
+                        )))
+                    });
                     metrics.running().dec();
-                    if let Ok(choices) = &result {
-                        for choice in choices {
-                            metrics.choice(choice);
+                    match &result {
+                        Ok(choices) => {
+                            for choice in choices {
+                                metrics.choice(choice);
+                            }
                         }
+                        // What a cut, cancelled or rejected request generated was still
+                        // computed: it counts.
+                        Err(_) => metrics.completion_tokens(generated.load(Ordering::SeqCst)),
                     }
                     // The client may be gone; nothing to do then.
                     let _ = events.send(WorkerEvent::Done(result));
@@ -167,16 +261,42 @@ fn spawn_workers<B: Backend>(
     Ok(Workers(handles))
 }
 
+/// The text of a panic's payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
 /// Serves `backend` on `listener` until `shutdown` resolves, then finishes the requests in
-/// flight and returns.
+/// flight (within [`ServerConfig::shutdown_timeout`]) and returns. `/metrics` is served on
+/// the same port.
 ///
 /// # Errors
 ///
-/// An I/O error from the listener, or a worker that cannot be created.
+/// A worker that cannot be created.
 pub async fn serve<B: Backend>(
     backend: B,
     config: ServerConfig,
     listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with_metrics(backend, config, listener, None, shutdown).await
+}
+
+/// As [`serve`], with `/metrics` (and `/health`) on a listener of their own when
+/// `metrics_listener` is given; the API port then has no `/metrics`.
+///
+/// # Errors
+///
+/// A worker that cannot be created.
+pub async fn serve_with_metrics<B: Backend>(
+    backend: B,
+    config: ServerConfig,
+    listener: tokio::net::TcpListener,
+    metrics_listener: Option<tokio::net::TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let backend = Arc::new(backend);
@@ -185,16 +305,45 @@ pub async fn serve<B: Backend>(
     let workers =
         spawn_workers(&backend, &config, &receiver, &metrics).map_err(std::io::Error::other)?;
     drop(receiver);
+    let preparer = Arc::new(
+        Preparer::start(backend.clone(), config.compile_threads, config.queue)
+            .map_err(std::io::Error::other)?,
+    );
+    let limits = ConnLimits {
+        header_timeout: config.header_timeout,
+        idle_timeout: config.idle_timeout,
+        max_connections: config.max_connections,
+        shutdown_timeout: config.shutdown_timeout,
+    };
+    let separate_metrics = metrics_listener.is_some();
     let shared = Shared {
         backend,
         jobs,
-        metrics,
+        preparer,
+        metrics: metrics.clone(),
         config,
     };
-    let app = router(shared);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let metrics_task = metrics_listener.map(|l| {
+        let router = metrics_router(shared.clone());
+        let counter = metrics.clone();
+        tokio::spawn(crate::conn::run(l, router, limits, stopped.clone(), move || {
+            counter.connection_refused();
+        }))
+    });
+    let app = router(shared, !separate_metrics);
+    let counter = metrics.clone();
+    crate::conn::run(listener, app, limits, stopped, move || {
+        counter.connection_refused();
+    })
+    .await;
+    if let Some(task) = metrics_task {
+        let _ = task.await;
+    }
     // Every connection is closed, so every job sender is gone: the workers drain and exit.
     tokio::task::spawn_blocking(move || workers.join())
         .await
@@ -202,17 +351,32 @@ pub async fn serve<B: Backend>(
     Ok(())
 }
 
-fn router<B: Backend>(shared: Shared<B>) -> Router {
-    let limit = shared.config.body_limit;
-    Router::new()
+fn router<B: Backend>(shared: Shared<B>, with_metrics: bool) -> Router {
+    let mut api = Router::new()
         .route("/v1/chat/completions", post(chat::<B>))
         .route("/v1/completions", post(completions::<B>))
-        .route("/v1/models", get(models::<B>))
-        .route("/health", get(health::<B>))
-        .route("/metrics", get(metrics::<B>))
+        .route("/v1/models", get(models::<B>));
+    if with_metrics {
+        api = api.route("/metrics", get(metrics::<B>));
+    }
+    let api = api.route_layer(middleware::from_fn_with_state(
+        shared.clone(),
+        require_key::<B>,
+    ));
+    api.route("/health", get(health::<B>))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(shared.clone(), guard_host::<B>))
+        .layer(middleware::from_fn_with_state(shared.clone(), request_log::<B>))
+        .with_state(shared)
+}
+
+fn metrics_router<B: Backend>(shared: Shared<B>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics::<B>))
+        .route("/health", get(health::<B>))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), request_log::<B>))
         .with_state(shared)
 }
 
@@ -224,6 +388,217 @@ fn error(
     param: Option<String>,
 ) -> Response {
     (status, Json(ErrorBody::new(kind, code, message, param))).into_response()
+}
+
+/// The request id, set by the logging layer on every request and echoed as `x-request-id`.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestId(pub(crate) String);
+
+/// What a generation request reports for its log line, filled in as it runs (for a stream,
+/// when it ends).
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    finish_reason: Option<String>,
+    /// For a stream: how it ended (`ok`, `timeout`, `cancelled`, or an error code).
+    stream_end: Option<String>,
+}
+
+type SharedOutcome = Arc<std::sync::Mutex<Outcome>>;
+
+fn with_outcome(outcome: &SharedOutcome, f: impl FnOnce(&mut Outcome)) {
+    // The outcome only feeds a log line; a poisoned lock still holds usable numbers.
+    let mut guard = outcome
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    f(&mut guard);
+}
+
+/// Logs one line per request when its response ends (for a stream, after its last event):
+/// method, route, status, latency, tokens, finish reason, request id.
+struct LogOnEnd {
+    method: String,
+    route: String,
+    status: u16,
+    started: Instant,
+    id: String,
+    outcome: SharedOutcome,
+}
+
+impl Drop for LogOnEnd {
+    fn drop(&mut self) {
+        let outcome = self
+            .outcome
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tracing::info!(
+            target: "proviso_server::request",
+            request_id = %self.id,
+            method = %self.method,
+            route = %self.route,
+            status = self.status,
+            latency_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            prompt_tokens = outcome.prompt_tokens,
+            completion_tokens = outcome.completion_tokens,
+            finish_reason = outcome.finish_reason.as_deref().unwrap_or(""),
+            stream_end = outcome.stream_end.as_deref().unwrap_or(""),
+            "request"
+        );
+    }
+}
+
+struct LoggedBody {
+    inner: axum::body::Body,
+    _log: LogOnEnd,
+}
+
+impl http_body::Body for LoggedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+async fn request_log<B: Backend>(
+    State(_): State<Shared<B>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let id = new_id("req");
+    let method = request.method().to_string();
+    let route = request.uri().path().to_owned();
+    let outcome = SharedOutcome::default();
+    request.extensions_mut().insert(RequestId(id.clone()));
+    request.extensions_mut().insert(outcome.clone());
+    let response = next.run(request).await;
+    let (mut parts, body) = response.into_parts();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        parts.headers.insert("x-request-id", value);
+    }
+    let log = LogOnEnd {
+        method,
+        route,
+        status: parts.status.as_u16(),
+        started,
+        id,
+        outcome,
+    };
+    Response::from_parts(
+        parts,
+        axum::body::Body::new(LoggedBody {
+            inner: body,
+            _log: log,
+        }),
+    )
+}
+
+/// The host part of a `Host` header or an origin's authority (`name`, `name:port`,
+/// `[v6]:port`).
+fn host_name(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, p)| {
+        if p.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            authority
+        }
+    })
+}
+
+fn host_allowed(allowed: &[String], authority: &str) -> bool {
+    let name = host_name(authority.trim());
+    allowed.iter().any(|a| {
+        let a = a.trim_start_matches('[').trim_end_matches(']');
+        a.eq_ignore_ascii_case(name)
+    })
+}
+
+async fn guard_host<B: Backend>(State(s): State<Shared<B>>, request: Request, next: Next) -> Response {
+    if let Some(allowed) = &s.config.allowed_hosts {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| request.uri().authority().map(axum::http::uri::Authority::as_str));
+        let host_ok = host.is_some_and(|h| host_allowed(allowed, h));
+        let origin_ok = match request.headers().get(header::ORIGIN) {
+            None => true,
+            Some(origin) => origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(_, authority)| host_allowed(allowed, authority)),
+        };
+        if !host_ok || !origin_ok {
+            return error(
+                StatusCode::FORBIDDEN,
+                "invalid_request_error",
+                Some("forbidden_host"),
+                "the Host or Origin of this request is not one this server answers to (see --allowed-host)",
+                None,
+            );
+        }
+    }
+    next.run(request).await
+}
+
+/// Constant-time equality of two secrets: both are hashed first, so neither the position of
+/// the first difference nor the key's length shows in the timing.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    use sha2::{Digest, Sha256};
+    use subtle::ConstantTimeEq;
+    let a = Sha256::digest(given);
+    let b = Sha256::digest(expected);
+    a.as_slice().ct_eq(b.as_slice()).into()
+}
+
+async fn require_key<B: Backend>(State(s): State<Shared<B>>, request: Request, next: Next) -> Response {
+    if let Some(key) = &s.config.api_key {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let ok = given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()));
+        if !ok {
+            let mut response = error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                Some("invalid_api_key"),
+                if given.is_some() {
+                    "the API key is not valid"
+                } else {
+                    "an API key is required: send Authorization: Bearer <key>"
+                },
+                None,
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
 }
 
 async fn not_found() -> Response {
@@ -290,23 +665,32 @@ impl Kind {
 
 async fn chat<B: Backend>(
     State(s): State<Shared<B>>,
+    Extension(id): Extension<RequestId>,
+    Extension(outcome): Extension<SharedOutcome>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
-    let response = generate(&s, Kind::Chat, &headers, body).await;
-    s.metrics
-        .request(Kind::Chat.route(), response.status().as_u16());
+    let (response, streaming) = generate(&s, Kind::Chat, &id, &outcome, &headers, body).await;
+    if !streaming {
+        s.metrics
+            .request(Kind::Chat.route(), response.status().as_u16(), None);
+    }
     response
 }
 
 async fn completions<B: Backend>(
     State(s): State<Shared<B>>,
+    Extension(id): Extension<RequestId>,
+    Extension(outcome): Extension<SharedOutcome>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
-    let response = generate(&s, Kind::Completion, &headers, body).await;
-    s.metrics
-        .request(Kind::Completion.route(), response.status().as_u16());
+    let (response, streaming) =
+        generate(&s, Kind::Completion, &id, &outcome, &headers, body).await;
+    if !streaming {
+        s.metrics
+            .request(Kind::Completion.route(), response.status().as_u16(), None);
+    }
     response
 }
 
@@ -327,6 +711,18 @@ fn invalid(e: InvalidRequest) -> Response {
         Some(code),
         e.message,
         e.param,
+    )
+}
+
+/// A 500 whose cause is logged with the request id; the client gets the id, never the cause.
+fn internal_error(id: &RequestId, cause: &str) -> Response {
+    tracing::error!(request_id = %id.0, cause, "internal error");
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        Some("internal_error"),
+        format!("internal error (request id {})", id.0),
+        None,
     )
 }
 
@@ -358,12 +754,74 @@ fn created() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+fn too_large(limit: usize) -> Response {
+    let mut response = error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "invalid_request_error",
+        Some("request_too_large"),
+        format!("the request body exceeds {limit} bytes"),
+        None,
+    );
+    // The rest of the body is never read, so the connection cannot carry another request.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Reads the body within the size limit and the body timeout. A `Content-Length` over the
+/// limit is refused before anything is read.
+async fn read_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, Response> {
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u128>().ok());
+    if announced.is_some_and(|n| n > limit as u128) {
+        return Err(too_large(limit));
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(timeout, http_body_util::BodyExt::collect(limited)).await {
+        Err(_) => {
+            let mut response = error(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                Some("body_timeout"),
+                format!("the request body did not arrive within {} s", timeout.as_secs_f32()),
+                None,
+            );
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(response)
+        }
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(too_large(limit))
+        }
+        Ok(Err(_)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("unreadable_body"),
+            "the request body could not be read",
+            None,
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// Returns the response and whether it is a stream (whose metrics are counted when it ends).
 async fn generate<B: Backend>(
     s: &Shared<B>,
     kind: Kind,
+    id: &RequestId,
+    outcome: &SharedOutcome,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+    body: axum::body::Body,
+) -> (Response, bool) {
     let started = Instant::now();
     let json_type = headers
         .get(header::CONTENT_TYPE)
@@ -371,81 +829,85 @@ async fn generate<B: Backend>(
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !json_type {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_request_error",
-            Some("unsupported_media_type"),
-            "the request body must be sent as Content-Type: application/json",
-            None,
+        return (
+            error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                Some("unsupported_media_type"),
+                "the request body must be sent as Content-Type: application/json",
+                None,
+            ),
+            false,
         );
     }
-    let body = match body {
+    let body = match read_body(headers, body, s.config.body_limit, s.config.body_timeout).await {
         Ok(b) => b,
-        Err(rejection) => {
-            let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;
-            return if too_large {
-                error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_request_error",
-                    Some("request_too_large"),
-                    format!("the request body exceeds {} bytes", s.config.body_limit),
-                    None,
-                )
-            } else {
-                error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    Some("unreadable_body"),
-                    "the request body could not be read",
-                    None,
-                )
-            };
-        }
+        Err(response) => return (response, false),
     };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                Some("invalid_json"),
-                format!("the request body is not valid JSON: {e}"),
-                None,
+            return (
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("invalid_json"),
+                    format!("the request body is not valid JSON: {e}"),
+                    None,
+                ),
+                false,
             )
         }
     };
+    drop(body);
     let request = match kind {
         Kind::Chat => wire::chat_request(&value),
         Kind::Completion => wire::completion_request(&value),
     };
+    drop(value);
     let request = match request {
         Ok(r) => r,
-        Err(e) => return invalid(e),
+        Err(e) => return (invalid(e), false),
     };
-    // Compiling a grammar can take milliseconds: off the reactor.
-    let backend = s.backend.clone();
-    let prepared_request = request.clone();
-    let job = match tokio::task::spawn_blocking(move || backend.prepare(&prepared_request)).await {
-        Ok(Ok(job)) => job,
-        Ok(Err(e)) => {
-            return invalid(InvalidRequest {
-                param: e.param,
-                message: e.message,
-                unsupported: e.unsupported,
-            })
-        }
-        Err(_) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                Some("internal_error"),
-                "internal error",
-                None,
+    // Compiling a grammar recurses and can take a while: on the compile threads (large
+    // stacks, bounded in number), never on the reactor, within the compile timeout.
+    let job = match s
+        .preparer
+        .prepare(request.clone(), s.config.compile_timeout)
+        .await
+    {
+        Ok(job) => job,
+        Err(PrepareError::Rejected(e)) => {
+            return (
+                invalid(InvalidRequest {
+                    param: e.param,
+                    message: e.message,
+                    unsupported: e.unsupported,
+                }),
+                false,
             )
         }
+        Err(PrepareError::TimedOut) => {
+            return (
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("compile_timeout"),
+                    format!(
+                        "the request's constraint did not compile within {} s; simplify the schema or grammar",
+                        s.config.compile_timeout.as_secs_f32()
+                    ),
+                    None,
+                ),
+                false,
+            )
+        }
+        Err(PrepareError::Busy) => return (overloaded("the server is busy compiling other requests' constraints; retry shortly"), false),
+        Err(PrepareError::Panicked(cause)) => return (internal_error(id, &cause), false),
     };
     let (events, mut receiver) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
+    let generated = Arc::new(AtomicU64::new(0));
     let deadline = started + s.config.request_timeout;
     s.metrics.queued().inc();
     if let Err(e) = s.jobs.try_send(Job {
@@ -453,23 +915,14 @@ async fn generate<B: Backend>(
         events,
         cancel: cancel.clone(),
         deadline,
+        generated: generated.clone(),
     }) {
         s.metrics.queued().dec();
         let message = match e {
             crossbeam_channel::TrySendError::Full(_) => "the server is busy: every worker is generating and the queue is full; retry shortly",
             crossbeam_channel::TrySendError::Disconnected(_) => "the server is shutting down",
         };
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            Some("overloaded"),
-            message,
-            None,
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return (overloaded(message), false);
     }
     let guard = CancelOnDrop(cancel);
     let meta = Meta {
@@ -483,19 +936,28 @@ async fn generate<B: Backend>(
         kind,
     };
     if request.stream {
-        let metrics = s.metrics.clone();
-        let stream = sse_stream(
+        let stream = sse_stream(StreamState {
             receiver,
-            guard,
+            _guard: guard,
             meta,
-            request.include_usage,
-            metrics,
+            include_usage: request.include_usage,
+            started_choices: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            finished: false,
+            metrics: s.metrics.clone(),
             started,
             deadline,
+            generated,
+            request_id: id.clone(),
+            outcome: outcome.clone(),
+            counted: false,
+        });
+        return (
+            Sse::new(stream)
+                .keep_alive(KeepAlive::default())
+                .into_response(),
+            true,
         );
-        return Sse::new(stream)
-            .keep_alive(KeepAlive::default())
-            .into_response();
     }
     let result = loop {
         match tokio::time::timeout_at(
@@ -512,23 +974,56 @@ async fn generate<B: Backend>(
     };
     drop(guard);
     s.metrics.duration(started.elapsed());
-    match result {
-        Ok(choices) => Json(full_response(&meta, &choices)).into_response(),
-        Err(e) => run_error(&e, Instant::now() >= deadline, &s.metrics),
-    }
+    let response = match result {
+        Ok(choices) => {
+            with_outcome(outcome, |o| {
+                o.prompt_tokens = choices.first().map_or(0, |c| c.prompt_tokens);
+                o.completion_tokens = choices.iter().map(|c| c.completion_tokens).sum();
+                o.finish_reason = choices.first().map(|c| c.finish_reason.as_str().to_owned());
+            });
+            Json(full_response(&meta, &choices)).into_response()
+        }
+        Err(e) => {
+            let timed_out = Instant::now() >= deadline;
+            with_outcome(outcome, |o| {
+                o.completion_tokens = generated.load(Ordering::SeqCst);
+            });
+            if matches!(e, RunError::Cancelled) {
+                s.metrics.cancelled(if timed_out { "timeout" } else { "client_gone" });
+                tracing::info!(request_id = %id.0, reason = if timed_out { "timeout" } else { "client_gone" }, "request cancelled");
+            }
+            run_error(&e, timed_out, &s.metrics, id)
+        }
+    };
+    (response, false)
 }
 
-fn run_error(e: &RunError, timed_out: bool, metrics: &Metrics) -> Response {
-    let (status, code, message) = describe_run_error(e, timed_out, metrics);
+fn overloaded(message: &str) -> Response {
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        Some("overloaded"),
+        message,
+        None,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+fn run_error(e: &RunError, timed_out: bool, metrics: &Metrics, id: &RequestId) -> Response {
+    let (status, code, message) = describe_run_error(e, timed_out, metrics, id);
     error(status, "server_error", Some(code), message, None)
 }
 
-/// The status, code and client-facing message of a failed run (internal details are logged,
-/// never sent), counting output rejections in the metrics.
+/// The status, code and client-facing message of a failed run (internal details are logged
+/// with the request id, never sent), counting output rejections in the metrics.
 fn describe_run_error(
     e: &RunError,
     timed_out: bool,
     metrics: &Metrics,
+    id: &RequestId,
 ) -> (StatusCode, &'static str, String) {
     match e {
         RunError::OutputRejected { gate, .. } => {
@@ -549,11 +1044,11 @@ fn describe_run_error(
             "the request was cancelled".into(),
         ),
         RunError::Internal(message) => {
-            tracing::error!(message, "generation failed");
+            tracing::error!(request_id = %id.0, cause = %message, "generation failed");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal_error",
-                "internal error".into(),
+                format!("internal error (request id {})", id.0),
             )
         }
     }
@@ -628,9 +1123,31 @@ struct StreamState {
     metrics: Arc<Metrics>,
     started: Instant,
     deadline: Instant,
+    generated: Arc<AtomicU64>,
+    request_id: RequestId,
+    outcome: SharedOutcome,
+    /// Whether the request has been counted in the metrics (at its end, once).
+    counted: bool,
 }
 
 impl StreamState {
+    /// Counts the stream once, with how it ended: `ok`, `timeout`, `cancelled` (the client
+    /// went away), or the error code.
+    fn count(&mut self, end: &str) {
+        if self.counted {
+            return;
+        }
+        self.counted = true;
+        self.metrics
+            .request(self.meta.kind.route(), 200, Some(end));
+        with_outcome(&self.outcome, |o| o.stream_end = Some(end.to_owned()));
+        if end == "timeout" || end == "cancelled" {
+            let reason = if end == "timeout" { "timeout" } else { "client_gone" };
+            self.metrics.cancelled(reason);
+            tracing::info!(request_id = %self.request_id.0, reason, "stream cancelled");
+        }
+    }
+
     fn delta(&mut self, index: u32, delta: Delta) {
         let first = !self.started_choices.contains(&index);
         if first {
@@ -685,45 +1202,48 @@ impl StreamState {
                     };
                     self.pending.push_back(chunk(&self.meta, json!([finish])));
                 }
+                let prompt = choices.first().map_or(0, |c| c.prompt_tokens);
+                let completion = choices.iter().map(|c| c.completion_tokens).sum();
+                with_outcome(&self.outcome, |o| {
+                    o.prompt_tokens = prompt;
+                    o.completion_tokens = completion;
+                    o.finish_reason = choices.first().map(|c| c.finish_reason.as_str().to_owned());
+                });
                 if self.include_usage {
-                    let prompt = choices.first().map_or(0, |c| c.prompt_tokens);
-                    let completion = choices.iter().map(|c| c.completion_tokens).sum();
                     let mut last = chunk(&self.meta, json!([]));
                     last["usage"] = wire::usage(prompt, completion);
                     self.pending.push_back(last);
                 }
+                self.count("ok");
             }
             Err(e) => {
                 let timed_out = Instant::now() >= self.deadline;
-                let (_, code, message) = describe_run_error(&e, timed_out, &self.metrics);
+                let (_, code, message) =
+                    describe_run_error(&e, timed_out, &self.metrics, &self.request_id);
+                with_outcome(&self.outcome, |o| {
+                    o.completion_tokens = self.generated.load(Ordering::SeqCst);
+                });
                 self.pending.push_back(json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}));
+                self.count(code);
             }
         }
         self.finished = true;
     }
 }
 
-fn sse_stream(
-    receiver: mpsc::UnboundedReceiver<WorkerEvent>,
-    guard: CancelOnDrop,
-    meta: Meta,
-    include_usage: bool,
-    metrics: Arc<Metrics>,
-    started: Instant,
-    deadline: Instant,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let state = StreamState {
-        receiver,
-        _guard: guard,
-        meta,
-        include_usage,
-        started_choices: Vec::new(),
-        pending: std::collections::VecDeque::new(),
-        finished: false,
-        metrics,
-        started,
-        deadline,
-    };
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        // Dropped before its end: the client went away mid-stream.
+        if !self.counted {
+            with_outcome(&self.outcome, |o| {
+                o.completion_tokens = self.generated.load(Ordering::SeqCst);
+            });
+            self.count("cancelled");
+        }
+    }
+}
+
+fn sse_stream(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> {
     stream::unfold(Some(state), |state| async move {
         let mut state = state?;
         loop {

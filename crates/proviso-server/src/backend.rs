@@ -228,6 +228,12 @@ pub trait Sink {
     fn send(&mut self, choice: u32, delta: Delta) -> bool;
     /// Whether the worker should stop.
     fn cancelled(&self) -> bool;
+    /// Reports `tokens` more generated tokens (every attempt, as it ends, including one cut
+    /// by cancellation), so that requests that end without a result still count what they
+    /// computed.
+    fn generated(&mut self, tokens: u64) {
+        let _ = tokens;
+    }
 }
 
 /// A request the backend cannot serve, known before any generation.

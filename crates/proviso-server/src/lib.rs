@@ -14,10 +14,12 @@
 
 mod app;
 pub mod backend;
+mod conn;
 mod metrics;
+mod prepare;
 pub mod wire;
 
-pub use app::{serve, ServerConfig, Workers};
+pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     Backend, ChatMessage, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
     PromptInput, RejectedRequest, Role, RunError, SamplingParams, Sink, Timings, ToolCallOut,

@@ -391,6 +391,7 @@ pub fn export_tools(
                 return Err(unsupported("gbnf", "an answer schema next to hermes calls (use --to lark)".into()));
             }
             // Hermes: `<tool_call>` blocks around one JSON object per call, or free text.
+            let mut embedder = crate::format::Embedder::default();
             let calls: Vec<Value> = registry
                 .iter()
                 .filter(|t| match &options.choice {
@@ -398,9 +399,10 @@ pub fn export_tools(
                     _ => true,
                 })
                 .map(|t| json!({"type": "object", "properties": {"name": {"const": t.spec().name()},
-                    "arguments": t.spec().parameters()}, "required": ["name", "arguments"], "additionalProperties": false}))
+                    "arguments": embedder.embed(t.spec().name(), t.spec().parameters())},
+                    "required": ["name", "arguments"], "additionalProperties": false}))
                 .collect();
-            let schema = normalize(&json!({"anyOf": calls}));
+            let schema = normalize(&embedder.finish(json!({"anyOf": calls})));
             check_gbnf(&schema)?;
             let inner = to_gbnf(&schema).map_err(|e| unsupported("gbnf", format!("llama.cpp's converter: {e}")))?;
             let mut out = String::from("# proviso: hermes tool calls\n");

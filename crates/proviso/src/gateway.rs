@@ -480,10 +480,12 @@ impl Worker for GatewayWorker {
                 let started = std::time::Instant::now();
                 let response = self.call(job.endpoint, &job.body)?;
                 let elapsed = started.elapsed();
-                completion_tokens += response
+                let generated = response
                     .pointer("/usage/completion_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
+                completion_tokens += generated;
+                sink.generated(generated);
                 let prompt_tokens = response
                     .pointer("/usage/prompt_tokens")
                     .and_then(Value::as_u64)

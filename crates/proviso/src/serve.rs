@@ -515,6 +515,7 @@ impl Worker for LocalWorker {
                     .map_err(|e| RunError::Internal(e.to_string()))?;
                 let sent_any = streamer.sent_any;
                 completion_tokens += generation.tokens.len() as u64;
+                sink.generated(generation.tokens.len() as u64);
                 if generation.stop_reason == StopReason::Cancelled {
                     return Err(RunError::Cancelled);
                 }

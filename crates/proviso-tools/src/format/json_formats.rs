@@ -7,7 +7,7 @@ use proviso_json::{ParseOptions, Position};
 use serde_json::{json, Map, Value};
 
 use super::{
-    json_style, start_rule, text_rule, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
+    json_style, Embedder, start_rule, text_rule, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
 };
 use crate::registry::Registry;
 
@@ -27,14 +27,16 @@ fn per_tool(
     options: &GrammarOptions,
     key: &str,
     args_key: &str,
+    embedder: &mut Embedder,
 ) -> Vec<Value> {
     registry
         .iter()
         .filter(|t| options.choice.admits(t.spec().name()))
         .map(|t| {
+            let parameters = embedder.embed(t.spec().name(), t.spec().parameters());
             json!({
                 "type": "object",
-                "properties": {key: {"const": t.spec().name()}, args_key: t.spec().parameters()},
+                "properties": {key: {"const": t.spec().name()}, args_key: parameters},
                 "required": [key, args_key],
                 "additionalProperties": false,
             })
@@ -57,8 +59,9 @@ pub(super) fn envelope_grammar(registry: &Registry, options: &GrammarOptions) ->
             "additionalProperties": false})
     };
     let mut variants = Vec::new();
+    let mut embedder = Embedder::default();
     if options.choice.allows_call() {
-        for call in per_tool(registry, options, "tool", "arguments") {
+        for call in per_tool(registry, options, "tool", "arguments", &mut embedder) {
             let tool = call["properties"]["tool"].clone();
             let arguments = call["properties"]["arguments"].clone();
             variants.push(variant(
@@ -67,7 +70,7 @@ pub(super) fn envelope_grammar(registry: &Registry, options: &GrammarOptions) ->
             ));
         }
         if options.max_calls > 1 {
-            let items = per_tool(registry, options, "tool", "arguments");
+            let items = per_tool(registry, options, "tool", "arguments", &mut embedder);
             variants.push(variant(
                 "tool_request",
                 vec![(
@@ -79,10 +82,10 @@ pub(super) fn envelope_grammar(registry: &Registry, options: &GrammarOptions) ->
         }
     }
     if options.choice.allows_text() {
-        let answer = options
-            .answer
-            .clone()
-            .unwrap_or_else(|| string(DEFAULT_ANSWER_MAX));
+        let answer = options.answer.as_ref().map_or_else(
+            || string(DEFAULT_ANSWER_MAX),
+            |schema| embedder.embed("answer", schema),
+        );
         variants.push(variant("final_answer", vec![("answer", answer)]));
         if options.allow_clarification {
             variants.push(variant("clarification", vec![("question", string(300))]));
@@ -90,7 +93,7 @@ pub(super) fn envelope_grammar(registry: &Registry, options: &GrammarOptions) ->
         }
     }
     CallGrammar {
-        grammar: Grammar::JsonSchema(json!({"anyOf": variants})),
+        grammar: Grammar::JsonSchema(embedder.finish(json!({"anyOf": variants}))),
         verified_only: Vec::new(),
     }
 }
@@ -115,7 +118,9 @@ pub(super) fn hermes_grammar(registry: &Registry, options: &GrammarOptions) -> C
     let mut lark = String::from(start_rule(options));
     if options.choice.allows_call() {
         lark.push_str(&calls_rule(options.max_calls, "\n"));
-        let schema = json!({"anyOf": per_tool(registry, options, "name", "arguments")});
+        let mut embedder = Embedder::default();
+        let calls = per_tool(registry, options, "name", "arguments", &mut embedder);
+        let schema = embedder.finish(json!({"anyOf": calls}));
         lark.push_str(&format!(
             "call: {open:?} {json} {close:?}\n",
             open = format!("{TOOL_CALL_OPEN}\n"),
@@ -133,7 +138,9 @@ pub(super) fn hermes_grammar(registry: &Registry, options: &GrammarOptions) -> C
 }
 
 pub(super) fn llama3_grammar(registry: &Registry, options: &GrammarOptions) -> CallGrammar {
-    let schema = json!({"anyOf": per_tool(registry, options, "name", "parameters")});
+    let mut embedder = Embedder::default();
+    let calls = per_tool(registry, options, "name", "parameters", &mut embedder);
+    let schema = embedder.finish(json!({"anyOf": calls}));
     if !options.choice.allows_text() {
         return CallGrammar {
             grammar: Grammar::JsonSchema(schema),

@@ -218,6 +218,65 @@ pub struct CallGrammar {
 
 /// JSON style inside `%json` blocks: the same fixed separators as plain schema constraints,
 /// so punctuation is forced and the model cannot loop on whitespace.
+/// Schemas embedded inside a larger grammar document (a tool's parameters inside a call
+/// wrapper, an answer schema inside an envelope) with their own local `$ref`s kept working.
+///
+/// A `$ref` such as `#/$defs/id` resolves from the root of the document it is in; once a
+/// tool's schema is nested inside the wrapper, that root is the wrapper's. A schema with local
+/// references is therefore moved under the wrapper's `$defs` (its references rebased to that
+/// place, so `#` and `#/$defs/...` keep naming the same subschemas) and referenced from where
+/// it was embedded. Schemas without references are embedded as they are, so every grammar
+/// without `$ref`s is unchanged.
+#[derive(Debug, Default)]
+pub(crate) struct Embedder {
+    defs: serde_json::Map<String, Value>,
+    /// The `$defs` name given to each embedded key, so a tool embedded twice (the envelope's
+    /// single call and its `calls` list) is moved once.
+    names: std::collections::HashMap<String, String>,
+}
+
+impl Embedder {
+    pub(crate) fn embed(&mut self, key: &str, schema: &Value) -> Value {
+        if !proviso_json::refs::has_local_refs(schema) {
+            return schema.clone();
+        }
+        let name = match self.names.get(key) {
+            Some(name) => name.clone(),
+            None => {
+                // Names are reduced to pointer- and URI-safe characters; the index keeps them
+                // distinct.
+                let safe: String = key
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+                    .collect();
+                let name = format!("proviso_{}_{safe}", self.defs.len());
+                let rebased =
+                    proviso_json::refs::rebase_refs(schema, &format!("/$defs/{name}"));
+                self.defs.insert(name.clone(), rebased);
+                self.names.insert(key.to_owned(), name.clone());
+                name
+            }
+        };
+        serde_json::json!({"$ref": format!("#/$defs/{name}")})
+    }
+
+    /// `root` with the moved schemas added under its `$defs`.
+    pub(crate) fn finish(self, mut root: Value) -> Value {
+        if self.defs.is_empty() {
+            return root;
+        }
+        if let Value::Object(map) = &mut root {
+            let defs = map
+                .entry("$defs")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Value::Object(defs) = defs {
+                defs.extend(self.defs);
+            }
+        }
+        root
+    }
+}
+
 pub(crate) fn json_style() -> Value {
     serde_json::json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "})
 }

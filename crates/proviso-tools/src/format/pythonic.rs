@@ -876,7 +876,16 @@ pub(super) fn grammar(
             rules: Vec::new(),
             verified_only: BTreeSet::new(),
         };
-        let parameters = spec.parameters();
+        // The pythonic grammar has no references: non-recursive `$ref`s (Pydantic's nested
+        // models) are inlined; a recursive one is refused by name below, as before.
+        let inlined = proviso_json::refs::inline_refs(
+            spec.parameters(),
+            &proviso_json::refs::SchemaLimits::default(),
+        );
+        let parameters = match &inlined {
+            Ok(schema) => schema,
+            Err(_) => spec.parameters(),
+        };
         for key in parameters
             .as_object()
             .map(|m| m.keys().cloned().collect::<Vec<_>>())

@@ -1,0 +1,240 @@
+//! A scripted backend and a server harness shared by the HTTP tests.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proviso_server::{
+    serve_with_metrics, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest,
+    OutputConstraint, PromptInput, RejectedRequest, RunError, ServerConfig, Sink, Timings,
+    ToolCallOut, Worker,
+};
+use serde_json::Value;
+
+/// Echoes the last message back, word by word, sleeping `delay` per word; a prompt starting
+/// with "call" yields a tool call instead. Counts finished and cancelled jobs.
+#[derive(Clone, Default)]
+pub struct Echo {
+    pub delay: Duration,
+    pub finished: Arc<AtomicUsize>,
+    pub cancelled: Arc<AtomicUsize>,
+    pub seen: Arc<Mutex<Vec<String>>>,
+}
+
+pub struct EchoJob {
+    text: String,
+    max_words: usize,
+    n: u32,
+}
+
+impl Backend for Echo {
+    type Job = EchoJob;
+    type Worker = Echo;
+
+    fn model_id(&self) -> &str {
+        "echo"
+    }
+
+    fn prepare(&self, request: &GenerationRequest) -> Result<EchoJob, RejectedRequest> {
+        if let OutputConstraint::JsonSchema { schema, .. } = &request.constraint {
+            if schema.get("not").is_some() {
+                return Err(RejectedRequest {
+                    param: Some("response_format".into()),
+                    message: "the grammar cannot enforce `not`".into(),
+                    unsupported: true,
+                });
+            }
+        }
+        let text = match &request.prompt {
+            PromptInput::Chat(messages) => messages
+                .last()
+                .map(|m| m.content.clone())
+                .unwrap_or_default(),
+            PromptInput::Text(t) => t.clone(),
+        };
+        // Hooks for the hardening tests: a backend bug, and a constraint slow to compile.
+        assert!(!text.starts_with("panic in prepare"), "a bug in the backend");
+        if text.starts_with("slow to compile") {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        Ok(EchoJob {
+            text,
+            max_words: request.max_tokens.map_or(usize::MAX, |m| m as usize),
+            n: request.n,
+        })
+    }
+
+    fn worker(&self) -> Result<Echo, String> {
+        Ok(self.clone())
+    }
+}
+
+impl Worker for Echo {
+    type Job = EchoJob;
+
+    fn run(&mut self, job: EchoJob, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError> {
+        self.seen.lock().unwrap().push(job.text.clone());
+        let mut choices = Vec::new();
+        for index in 0..job.n {
+            let base = ChoiceResult {
+                index,
+                content: None,
+                tool_calls: Vec::new(),
+                finish_reason: FinishReason::Stop,
+                prompt_tokens: 3,
+                completion_tokens: 0,
+                timings: Timings::default(),
+                rejections: Vec::new(),
+            };
+            if job.text.starts_with("call") {
+                let call = ToolCallOut {
+                    id: format!("call_{index}"),
+                    name: "get_arm".into(),
+                    arguments: "{\"trial_id\":\"NCT04123456\"}".into(),
+                };
+                sink.send(
+                    index,
+                    Delta::ToolCall {
+                        index: 0,
+                        call: call.clone(),
+                    },
+                );
+                choices.push(ChoiceResult {
+                    tool_calls: vec![call],
+                    finish_reason: FinishReason::ToolCalls,
+                    completion_tokens: 9,
+                    ..base
+                });
+                continue;
+            }
+            let mut out = String::new();
+            let mut finish = FinishReason::Stop;
+            for (i, word) in job.text.split_inclusive(' ').enumerate() {
+                if i == job.max_words {
+                    finish = FinishReason::Length;
+                    break;
+                }
+                std::thread::sleep(self.delay);
+                out.push_str(word);
+                sink.generated(1);
+                if !sink.send(index, Delta::Content(word.to_owned())) {
+                    self.cancelled.fetch_add(1, Ordering::SeqCst);
+                    return Err(RunError::Cancelled);
+                }
+            }
+            choices.push(ChoiceResult {
+                completion_tokens: out.split(' ').count() as u64,
+                content: Some(out),
+                finish_reason: finish,
+                ..base
+            });
+        }
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        Ok(choices)
+    }
+}
+
+pub struct Server {
+    pub port: u16,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(backend: Echo, config: ServerConfig) -> Self {
+        Self::start_with_metrics(backend, config, false).0
+    }
+
+    /// Starts the server, with `/metrics` on a port of its own when `metrics_port` is set;
+    /// returns that port too.
+    pub fn start_with_metrics(
+        backend: Echo,
+        config: ServerConfig,
+        metrics_port: bool,
+    ) -> (Self, Option<u16>) {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let metrics = if metrics_port {
+                    Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap())
+                } else {
+                    None
+                };
+                port_tx
+                    .send((
+                        listener.local_addr().unwrap().port(),
+                        metrics.as_ref().map(|m| m.local_addr().unwrap().port()),
+                    ))
+                    .unwrap();
+                serve_with_metrics(backend, config, listener, metrics, async move {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let (port, metrics) = port_rx.recv().unwrap();
+        (
+            Self {
+                port,
+                shutdown: Some(tx),
+                thread: Some(thread),
+            },
+            metrics,
+        )
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, "application/json", &body.to_string())
+    }
+
+    pub fn post_raw(&self, path: &str, content_type: &str, body: &str) -> (u16, Value) {
+        let response = ureq::post(&self.url(path))
+            .set("Content-Type", content_type)
+            .send_string(body);
+        let response = match response {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{e}"),
+        };
+        let status = response.status();
+        (status, response.into_json().unwrap())
+    }
+
+    /// Asks the server to stop and returns at once; `join` waits for it.
+    pub fn signal_stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Waits for the server's thread to end.
+    pub fn join(mut self) {
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+
+    pub fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
