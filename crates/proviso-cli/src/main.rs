@@ -159,7 +159,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server logs by default: one line per request, and the cause of every 500 with its
     // request id. Other commands print their own output and log only when asked.
-    let default_filter = matches!(cli.command, Command::Serve(_)).then_some("warn,proviso_server=info");
+    let default_filter =
+        matches!(cli.command, Command::Serve(_)).then_some("warn,proviso_server=info");
     init_tracing(default_filter);
     match run(cli) {
         Ok(code) => code,

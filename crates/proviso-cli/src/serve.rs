@@ -208,7 +208,11 @@ fn listen<B: proviso::server::Backend>(
                     .await
                     .with_context(|| format!("listening on {address}"))?;
                 let mut stderr = std::io::stderr().lock();
-                writeln!(stderr, "proviso: metrics on http://{}/metrics", l.local_addr()?)?;
+                writeln!(
+                    stderr,
+                    "proviso: metrics on http://{}/metrics",
+                    l.local_addr()?
+                )?;
                 Some(l)
             }
             None => None,
@@ -221,9 +225,15 @@ fn listen<B: proviso::server::Backend>(
                 server.queue
             )?;
         }
-        serve_with_metrics(backend, server, listener, metrics_listener, shutdown_signal())
-            .await
-            .context("serving")?;
+        serve_with_metrics(
+            backend,
+            server,
+            listener,
+            metrics_listener,
+            shutdown_signal(),
+        )
+        .await
+        .context("serving")?;
         let mut stderr = std::io::stderr().lock();
         writeln!(
             stderr,

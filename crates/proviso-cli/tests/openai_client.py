@@ -10,8 +10,10 @@ never what the model chooses to say.
 import json
 import re
 import sys
+from typing import Annotated, List, Literal, Optional, Union
 
 import openai
+import pydantic
 from openai import OpenAI
 
 BASE = sys.argv[1]
@@ -216,12 +218,64 @@ def completions():
     assert r.choices[0].text in ("yes", "no"), r.choices[0].text
 
 
+class Address(pydantic.BaseModel):
+    street: str
+    city: str
+    zip_code: Optional[str] = None
+
+
+class Cat(pydantic.BaseModel):
+    pet_type: Literal["cat"]
+    lives: int
+
+
+class Dog(pydantic.BaseModel):
+    pet_type: Literal["dog"]
+    good: bool
+
+
+class Person(pydantic.BaseModel):
+    """A nested Pydantic model: its JSON schema refers to its `$defs`."""
+
+    name: str
+    kind: Literal["patient", "doctor"]
+    home: Address
+    previous: List[Address]
+    nickname: Optional[str] = None
+    pet: Annotated[Union[Cat, Dog], pydantic.Field(discriminator="pet_type")]
+
+
+def pydantic_tool():
+    # The tool as the openai client derives it from a Pydantic model (strict, with `$defs`).
+    tool = openai.pydantic_function_tool(Person, name="register_person")
+    assert "$defs" in tool["function"]["parameters"]
+    r = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Register Ada, a doctor living at 1 Main St, Springfield, with her cat."}],
+        tools=[tool], tool_choice={"type": "function", "function": {"name": "register_person"}}, temperature=0, max_tokens=400,
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "register_person"
+    Person.model_validate_json(call.function.arguments)
+
+
+def pydantic_structured_output():
+    r = client.chat.completions.parse(
+        model=MODEL, messages=[{"role": "user", "content": "Describe a patient named Bo."}], response_format=Person, temperature=0, max_tokens=400,
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop", choice
+    assert isinstance(choice.message.parsed, Person), choice.message
+
+
 for name, fn in [
     ("required", required), ("named", named), ("auto", auto), ("parallel", parallel),
     ("tool_round_trip", tool_round_trip), ("json_schema_strict", json_schema_strict),
     ("stream_tool_calls", stream_tool_calls), ("stream_text", stream_text),
     ("unsupported_keyword", unsupported_keyword), ("unknown_named_tool", unknown_named_tool),
     ("truncation", truncation), ("completions", completions),
+    ("pydantic_tool", pydantic_tool), ("pydantic_structured_output", pydantic_structured_output),
 ]:
     check(name, fn)
 print("all ok")

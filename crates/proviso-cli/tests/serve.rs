@@ -127,6 +127,117 @@ fn raw_http_against_the_real_model() {
     assert!(metrics.contains("proviso_mask_seconds_count"), "{metrics}");
 }
 
+fn chain(depth: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..depth {
+        defs.insert(
+            format!("d{i}"),
+            json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+        );
+    }
+    defs.insert(format!("d{depth}"), json!({"type": "string"}));
+    json!({"$defs": defs, "$ref": "#/$defs/d0"})
+}
+
+fn with_schema(schema: &Value) -> String {
+    json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    .to_string()
+}
+
+/// Regression: a `$ref` chain 700 deep overflowed a Tokio worker's stack and aborted the
+/// process; `{"$ref": "#"}` and a two-schema cycle answered an unlogged 500.
+#[test]
+fn hostile_schemas_are_refused_while_another_request_completes() {
+    let server = Server::start(&[]);
+    let base = server.base.clone();
+    let ordinary = std::thread::spawn(move || {
+        let body = json!({"messages": [{"role": "user", "content": "Count to ten."}], "max_tokens": 48, "temperature": 0});
+        ureq::post(&format!("{base}/v1/chat/completions"))
+            .send_json(body)
+            .map(|r| r.status())
+            .unwrap()
+    });
+    for depth in [1_000, 10_000] {
+        let (status, body) = server.post(&with_schema(&chain(depth)), "application/json");
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("limit of 64") && message.contains("/$defs/d63/$ref"),
+            "{message}"
+        );
+    }
+    let cycles = [
+        json!({"$ref": "#"}),
+        json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
+    ];
+    for schema in &cycles {
+        let (status, body) = server.post(&with_schema(schema), "application/json");
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("cycle"),
+            "{body}"
+        );
+    }
+    // Recursion through a property is a tree, not a loop: it is served.
+    let tree = json!({"type": "object", "properties": {"label": {"type": "string", "maxLength": 8},
+        "children": {"type": "array", "maxItems": 2, "items": {"$ref": "#"}}}, "required": ["label", "children"], "additionalProperties": false});
+    let (status, body) = server.post(&with_schema(&tree), "application/json");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ordinary.join().unwrap(), 200);
+    let (status, _) = server.post(
+        &json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200);
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kib / 1024.0
+}
+
+/// Regression: repeating a rejected 100,000-value `enum` request moved RSS from 244 MB to
+/// 613 MB, never released.
+#[test]
+fn memory_returns_to_its_baseline_after_rejected_large_requests() {
+    let server = Server::start(&[]);
+    let pid = server.child.id();
+    let warm =
+        json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).to_string();
+    assert_eq!(server.post(&warm, "application/json").0, 200);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let baseline = rss_mib(pid);
+    let values: Vec<String> = (0..100_000).map(|i| format!("value-{i}")).collect();
+    let body = with_schema(&json!({"type": "string", "enum": values}));
+    for _ in 0..50 {
+        let (status, answer) = server.post(&body, "application/json");
+        assert_eq!(status, 400, "{answer}");
+    }
+    let peak = rss_mib(pid);
+    // The allocator hands freed pages back from a background thread within about a second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let now = rss_mib(pid);
+        if now <= baseline * 1.10 || std::time::Instant::now() > deadline {
+            break now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    println!("RSS: baseline {baseline:.1} MiB, after 50 rejected requests {peak:.1} MiB, settled {after:.1} MiB");
+    assert!(
+        after <= baseline * 1.10,
+        "RSS {after:.1} MiB vs baseline {baseline:.1} MiB"
+    );
+}
+
 #[test]
 fn the_openai_python_client() {
     let pylib =

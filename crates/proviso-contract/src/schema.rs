@@ -201,6 +201,10 @@ const SCHEMA_ARRAY_KEYWORDS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems
 /// Every other Draft 2020-12 keyword (core, validation, applicator, meta-data, content,
 /// format annotation).
 const OTHER_KEYWORDS: &[&str] = &[
+    // OpenAPI's `discriminator`, which Pydantic and the OpenAI client write beside a `oneOf`
+    // of models: it only names the property whose `const` tells the branches apart, which
+    // the branches themselves already enforce, so accepting it loosens nothing.
+    "discriminator",
     "$schema",
     "$id",
     "$ref",

@@ -66,6 +66,7 @@ fn json_schema_test_suite_draft2020_12() {
         allow_unknown_keywords: true,
         resources,
         detect_draft: false,
+        ..SchemaOptions::default()
     };
     let mut files: Vec<_> = std::fs::read_dir(root.join("tests/draft2020-12"))
         .unwrap()

@@ -159,24 +159,22 @@ fn children(schema: &Map<String, Value>, definitions: bool) -> Vec<(String, &Val
     let mut out = Vec::new();
     for (key, value) in schema {
         let k = key.as_str();
-        let progress = if DESCEND_ONE.contains(&k)
-            || DESCEND_MAP.contains(&k)
-            || DESCEND_LIST.contains(&k)
-        {
-            true
-        } else if IN_PLACE_ONE.contains(&k)
-            || IN_PLACE_LIST.contains(&k)
-            || IN_PLACE_MAP.contains(&k)
-        {
-            false
-        } else if DEFINITIONS.contains(&k) {
-            if !definitions {
+        let progress =
+            if DESCEND_ONE.contains(&k) || DESCEND_MAP.contains(&k) || DESCEND_LIST.contains(&k) {
+                true
+            } else if IN_PLACE_ONE.contains(&k)
+                || IN_PLACE_LIST.contains(&k)
+                || IN_PLACE_MAP.contains(&k)
+            {
+                false
+            } else if DEFINITIONS.contains(&k) {
+                if !definitions {
+                    continue;
+                }
+                false
+            } else {
                 continue;
-            }
-            false
-        } else {
-            continue;
-        };
+            };
         let base = format!("/{}", escape(k));
         match value {
             Value::Object(map)
@@ -245,7 +243,12 @@ struct Edge {
 
 /// The `$ref`s applied within the node at `pointer` (not those inside its definitions, which
 /// apply only when referenced), without following any of them.
-fn edges(root: &Value, pointer: &str, count: &mut usize, limits: &SchemaLimits) -> Result<Vec<Edge>, LimitError> {
+fn edges(
+    root: &Value,
+    pointer: &str,
+    count: &mut usize,
+    limits: &SchemaLimits,
+) -> Result<Vec<Edge>, LimitError> {
     let mut out = Vec::new();
     let Some(node) = root.pointer(pointer) else {
         return Ok(out);
@@ -311,8 +314,8 @@ pub fn check_limits(schema: &Value, limits: &SchemaLimits) -> Result<(), LimitEr
     // Longest chain below each finished node.
     let mut depth: HashMap<String, usize> = HashMap::new();
     let get_edges = |pointer: &str,
-                         cache: &mut HashMap<String, std::rc::Rc<Vec<Edge>>>,
-                         count: &mut usize|
+                     cache: &mut HashMap<String, std::rc::Rc<Vec<Edge>>>,
+                     count: &mut usize|
      -> Result<std::rc::Rc<Vec<Edge>>, LimitError> {
         if let Some(e) = cache.get(pointer) {
             return Ok(e.clone());
@@ -360,8 +363,7 @@ pub fn check_limits(schema: &Value, limits: &SchemaLimits) -> Result<(), LimitEr
         top.next += 1;
         if let Some(at) = stack.iter().position(|f| f.node == edge.target) {
             // A back edge: recursion. It is a loop only if no edge of the cycle descends.
-            let progress =
-                edge.progress || stack[at + 1..].iter().any(|f| f.entered_with_progress);
+            let progress = edge.progress || stack[at + 1..].iter().any(|f| f.entered_with_progress);
             if !progress {
                 return Err(LimitError::Cycle {
                     pointer: edge.at.clone(),
@@ -417,7 +419,9 @@ fn count_nodes(schema: &Value, limit: usize) -> Result<(), LimitError> {
         count += 1;
         let children: Box<dyn Iterator<Item = (String, &Value)>> = match value {
             Value::Object(map) => Box::new(map.iter().map(|(k, v)| (escape(k), v))),
-            Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (i.to_string(), v))),
+            Value::Array(items) => {
+                Box::new(items.iter().enumerate().map(|(i, v)| (i.to_string(), v)))
+            }
             _ => Box::new(std::iter::empty()),
         };
         for (token, child) in children {
@@ -482,7 +486,8 @@ pub fn rebase_refs(schema: &Value, base: &str) -> Value {
         }
         for (key, child) in map.iter_mut() {
             let k = key.as_str();
-            let is_map = DESCEND_MAP.contains(&k) || IN_PLACE_MAP.contains(&k) || DEFINITIONS.contains(&k);
+            let is_map =
+                DESCEND_MAP.contains(&k) || IN_PLACE_MAP.contains(&k) || DEFINITIONS.contains(&k);
             let is_list = DESCEND_LIST.contains(&k) || IN_PLACE_LIST.contains(&k);
             let is_one = DESCEND_ONE.contains(&k) || IN_PLACE_ONE.contains(&k);
             if is_one && child.is_object() {
@@ -541,10 +546,12 @@ pub fn inline_refs(schema: &Value, limits: &SchemaLimits) -> Result<Value, Limit
                                 pointer: format!("{at}/$ref"),
                             });
                         }
-                        let node = root.pointer(&target).ok_or_else(|| LimitError::Unresolvable {
-                            reference: reference.clone(),
-                            pointer: format!("{at}/$ref"),
-                        })?;
+                        let node =
+                            root.pointer(&target)
+                                .ok_or_else(|| LimitError::Unresolvable {
+                                    reference: reference.clone(),
+                                    pointer: format!("{at}/$ref"),
+                                })?;
                         active.push(target.clone());
                         let resolved = walk(root, node, &target, active, budget)?;
                         active.pop();
@@ -563,7 +570,10 @@ pub fn inline_refs(schema: &Value, limits: &SchemaLimits) -> Result<Value, Limit
                 Value::Object(sub) if is_map => {
                     let mut m = Map::new();
                     for (name, s) in sub {
-                        m.insert(name.clone(), walk(root, s, &format!("{base}/{}", escape(name)), active, budget)?);
+                        m.insert(
+                            name.clone(),
+                            walk(root, s, &format!("{base}/{}", escape(name)), active, budget)?,
+                        );
                     }
                     Value::Object(m)
                 }
@@ -594,7 +604,10 @@ pub fn inline_refs(schema: &Value, limits: &SchemaLimits) -> Result<Value, Limit
             }
             Some(target) => {
                 let mut both = Map::new();
-                both.insert("allOf".into(), Value::Array(vec![target, Value::Object(out)]));
+                both.insert(
+                    "allOf".into(),
+                    Value::Array(vec![target, Value::Object(out)]),
+                );
                 Value::Object(both)
             }
         })
@@ -617,7 +630,10 @@ mod tests {
     fn chain(depth: usize) -> Value {
         let mut defs = Map::new();
         for i in 0..depth {
-            defs.insert(format!("d{i}"), json!({"$ref": format!("#/$defs/d{}", i + 1)}));
+            defs.insert(
+                format!("d{i}"),
+                json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+            );
         }
         defs.insert(format!("d{depth}"), json!({"type": "string"}));
         json!({"$defs": defs, "$ref": "#/$defs/d0"})
@@ -658,11 +674,20 @@ mod tests {
     fn cycles_without_progress_are_refused_and_recursion_is_not() {
         let limits = SchemaLimits::default();
         let two = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"});
-        assert!(matches!(check_limits(&two, &limits), Err(LimitError::Cycle { .. })));
-        assert!(matches!(check_limits(&json!({"$ref": "#"}), &limits), Err(LimitError::Cycle { .. })));
+        assert!(matches!(
+            check_limits(&two, &limits),
+            Err(LimitError::Cycle { .. })
+        ));
+        assert!(matches!(
+            check_limits(&json!({"$ref": "#"}), &limits),
+            Err(LimitError::Cycle { .. })
+        ));
         let list = json!({"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}}}, "$ref": "#/$defs/node"});
         assert!(check_limits(&list, &limits).is_ok());
-        assert!(matches!(inline_refs(&list, &limits), Err(LimitError::Recursive { .. })));
+        assert!(matches!(
+            inline_refs(&list, &limits),
+            Err(LimitError::Recursive { .. })
+        ));
     }
 
     #[test]
@@ -693,9 +718,15 @@ mod tests {
     fn inline_replaces_refs_with_targets() {
         let s = json!({"$defs": {"id": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/id", "description": "d"}, "y": {"$ref": "#/$defs/id"}}});
         let r = inline_refs(&s, &SchemaLimits::default()).unwrap();
-        assert_eq!(r, json!({"properties": {"x": {"type": "string", "description": "d"}, "y": {"type": "string"}}}));
+        assert_eq!(
+            r,
+            json!({"properties": {"x": {"type": "string", "description": "d"}, "y": {"type": "string"}}})
+        );
         let s = json!({"$defs": {"id": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/id", "maxLength": 3}}});
         let r = inline_refs(&s, &SchemaLimits::default()).unwrap();
-        assert_eq!(r, json!({"properties": {"x": {"allOf": [{"type": "string"}, {"maxLength": 3}]}}}));
+        assert_eq!(
+            r,
+            json!({"properties": {"x": {"allOf": [{"type": "string"}, {"maxLength": 3}]}}})
+        );
     }
 }

@@ -331,9 +331,15 @@ pub async fn serve_with_metrics<B: Backend>(
     let metrics_task = metrics_listener.map(|l| {
         let router = metrics_router(shared.clone());
         let counter = metrics.clone();
-        tokio::spawn(crate::conn::run(l, router, limits, stopped.clone(), move || {
-            counter.connection_refused();
-        }))
+        tokio::spawn(crate::conn::run(
+            l,
+            router,
+            limits,
+            stopped.clone(),
+            move || {
+                counter.connection_refused();
+            },
+        ))
     });
     let app = router(shared, !separate_metrics);
     let counter = metrics.clone();
@@ -366,8 +372,14 @@ fn router<B: Backend>(shared: Shared<B>, with_metrics: bool) -> Router {
     api.route("/health", get(health::<B>))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(shared.clone(), guard_host::<B>))
-        .layer(middleware::from_fn_with_state(shared.clone(), request_log::<B>))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            guard_host::<B>,
+        ))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            request_log::<B>,
+        ))
         .with_state(shared)
 }
 
@@ -376,7 +388,10 @@ fn metrics_router<B: Backend>(shared: Shared<B>) -> Router {
         .route("/metrics", get(metrics::<B>))
         .route("/health", get(health::<B>))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(shared.clone(), request_log::<B>))
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            request_log::<B>,
+        ))
         .with_state(shared)
 }
 
@@ -530,13 +545,22 @@ fn host_allowed(allowed: &[String], authority: &str) -> bool {
     })
 }
 
-async fn guard_host<B: Backend>(State(s): State<Shared<B>>, request: Request, next: Next) -> Response {
+async fn guard_host<B: Backend>(
+    State(s): State<Shared<B>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(allowed) = &s.config.allowed_hosts {
         let host = request
             .headers()
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
-            .or_else(|| request.uri().authority().map(axum::http::uri::Authority::as_str));
+            .or_else(|| {
+                request
+                    .uri()
+                    .authority()
+                    .map(axum::http::uri::Authority::as_str)
+            });
         let host_ok = host.is_some_and(|h| host_allowed(allowed, h));
         let origin_ok = match request.headers().get(header::ORIGIN) {
             None => true,
@@ -569,7 +593,11 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     a.as_slice().ct_eq(b.as_slice()).into()
 }
 
-async fn require_key<B: Backend>(State(s): State<Shared<B>>, request: Request, next: Next) -> Response {
+async fn require_key<B: Backend>(
+    State(s): State<Shared<B>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(key) = &s.config.api_key {
         let given = request
             .headers()
@@ -685,8 +713,7 @@ async fn completions<B: Backend>(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
-    let (response, streaming) =
-        generate(&s, Kind::Completion, &id, &outcome, &headers, body).await;
+    let (response, streaming) = generate(&s, Kind::Completion, &id, &outcome, &headers, body).await;
     if !streaming {
         s.metrics
             .request(Kind::Completion.route(), response.status().as_u16(), None);
@@ -791,7 +818,10 @@ async fn read_body(
                 StatusCode::REQUEST_TIMEOUT,
                 "invalid_request_error",
                 Some("body_timeout"),
-                format!("the request body did not arrive within {} s", timeout.as_secs_f32()),
+                format!(
+                    "the request body did not arrive within {} s",
+                    timeout.as_secs_f32()
+                ),
                 None,
             );
             response
@@ -799,7 +829,10 @@ async fn read_body(
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
             Err(response)
         }
-        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
             Err(too_large(limit))
         }
         Ok(Err(_)) => Err(error(
@@ -989,7 +1022,8 @@ async fn generate<B: Backend>(
                 o.completion_tokens = generated.load(Ordering::SeqCst);
             });
             if matches!(e, RunError::Cancelled) {
-                s.metrics.cancelled(if timed_out { "timeout" } else { "client_gone" });
+                s.metrics
+                    .cancelled(if timed_out { "timeout" } else { "client_gone" });
                 tracing::info!(request_id = %id.0, reason = if timed_out { "timeout" } else { "client_gone" }, "request cancelled");
             }
             run_error(&e, timed_out, &s.metrics, id)
@@ -1138,11 +1172,14 @@ impl StreamState {
             return;
         }
         self.counted = true;
-        self.metrics
-            .request(self.meta.kind.route(), 200, Some(end));
+        self.metrics.request(self.meta.kind.route(), 200, Some(end));
         with_outcome(&self.outcome, |o| o.stream_end = Some(end.to_owned()));
         if end == "timeout" || end == "cancelled" {
-            let reason = if end == "timeout" { "timeout" } else { "client_gone" };
+            let reason = if end == "timeout" {
+                "timeout"
+            } else {
+                "client_gone"
+            };
             self.metrics.cancelled(reason);
             tracing::info!(request_id = %self.request_id.0, reason, "stream cancelled");
         }

@@ -288,24 +288,25 @@ async fn serve_connection(
         activity: activity.clone(),
     });
     let service_activity = activity.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-        service_activity.request_started();
-        let finished = Finished(service_activity.clone());
-        let router = router.clone();
-        async move {
-            let request: Request = request.map(Body::new);
-            let response: Response = match router.oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            Ok::<_, std::convert::Infallible>(response.map(|inner| {
-                Body::new(TrackedBody {
-                    inner,
-                    _finished: finished,
-                })
-            }))
-        }
-    });
+    let service =
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            service_activity.request_started();
+            let finished = Finished(service_activity.clone());
+            let router = router.clone();
+            async move {
+                let request: Request = request.map(Body::new);
+                let response: Response = match router.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                Ok::<_, std::convert::Infallible>(response.map(|inner| {
+                    Body::new(TrackedBody {
+                        inner,
+                        _finished: finished,
+                    })
+                }))
+            }
+        });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

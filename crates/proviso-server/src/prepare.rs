@@ -58,9 +58,9 @@ impl<B: Backend> Preparer<B> {
                             // The client gave up while the task waited.
                             continue;
                         }
-                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                            || backend.prepare(&request),
-                        ))
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            backend.prepare(&request)
+                        }))
                         .map_err(|panic| panic_message(panic.as_ref()));
                         drop(request);
                         let _ = reply.send(result);

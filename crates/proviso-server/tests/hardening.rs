@@ -118,7 +118,10 @@ fn stalled_and_idle_connections_are_closed() {
     let mut silent = connect(&server);
     let (_, closed) = read_to_close(&mut silent);
     let waited = closed - opened;
-    assert!(waited >= Duration::from_millis(700) && waited < Duration::from_secs(4), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
 
     // Stops halfway through its headers.
     let mut half = connect(&server);
@@ -143,7 +146,10 @@ fn stalled_and_idle_connections_are_closed() {
             break;
         }
     }
-    assert!(closed_early, "a slowloris client kept its connection for 5 s");
+    assert!(
+        closed_early,
+        "a slowloris client kept its connection for 5 s"
+    );
 
     // Sends 10 of 100 announced body bytes: 408, then the connection closes.
     let mut short = connect(&server);
@@ -175,10 +181,16 @@ fn stalled_and_idle_connections_are_closed() {
     let idle_from = Instant::now();
     let (_, closed) = read_to_close(&mut keep);
     let idle = closed - idle_from;
-    assert!(idle >= Duration::from_secs(2) && idle < Duration::from_secs(6), "{idle:?}");
+    assert!(
+        idle >= Duration::from_secs(2) && idle < Duration::from_secs(6),
+        "{idle:?}"
+    );
 
     // The server still serves.
-    let (status, _) = server.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "still here"}]}));
+    let (status, _) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "still here"}]}),
+    );
     assert_eq!(status, 200);
     server.stop();
 }
@@ -199,10 +211,20 @@ fn connections_beyond_the_cap_are_refused() {
     assert!(text.contains("too_many_connections"), "{text}");
     drop(held);
     std::thread::sleep(Duration::from_millis(300));
-    let (status, _) = server.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "after"}]}));
+    let (status, _) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "after"}]}),
+    );
     assert_eq!(status, 200);
-    let metrics = ureq::get(&server.url("/metrics")).call().unwrap().into_string().unwrap();
-    assert!(metrics.contains("proviso_refused_connections_total 1"), "{metrics}");
+    let metrics = ureq::get(&server.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics.contains("proviso_refused_connections_total 1"),
+        "{metrics}"
+    );
     server.stop();
 }
 
@@ -275,9 +297,12 @@ fn the_api_key_is_required_on_v1_and_metrics() {
         ..ServerConfig::default()
     };
     let (server, metrics_port) = Server::start_with_metrics(Echo::default(), config, true);
-    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", metrics_port.unwrap()))
-        .call()
-        .unwrap();
+    let metrics = ureq::get(&format!(
+        "http://127.0.0.1:{}/metrics",
+        metrics_port.unwrap()
+    ))
+    .call()
+    .unwrap();
     assert_eq!(metrics.status(), 200);
     let on_api = ureq::get(&server.url("/metrics"))
         .set("Authorization", "Bearer s3cret-key")
@@ -297,7 +322,12 @@ fn foreign_hosts_and_origins_are_refused() {
         let mut stream = connect(&server);
         let origin = origin.map_or(String::new(), |o| format!("Origin: {o}\r\n"));
         stream
-            .write_all(format!("GET /v1/models HTTP/1.1\r\nHost: {host}\r\n{origin}Connection: close\r\n\r\n").as_bytes())
+            .write_all(
+                format!(
+                    "GET /v1/models HTTP/1.1\r\nHost: {host}\r\n{origin}Connection: close\r\n\r\n"
+                )
+                .as_bytes(),
+            )
             .unwrap();
         read_to_close(&mut stream).0
     };
@@ -328,9 +358,15 @@ fn an_internal_error_is_logged_with_the_request_id_it_answers_with() {
     assert_eq!(body["error"]["code"], "internal_error");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains(&id), "{message}");
-    assert!(!message.contains("a bug in the backend"), "internal details leaked: {message}");
+    assert!(
+        !message.contains("a bug in the backend"),
+        "internal details leaked: {message}"
+    );
     // The server keeps serving.
-    let (status, _) = server.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "fine"}]}));
+    let (status, _) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "fine"}]}),
+    );
     assert_eq!(status, 200);
     server.stop();
     let lines = log_lines();
@@ -338,7 +374,10 @@ fn an_internal_error_is_logged_with_the_request_id_it_answers_with() {
         .iter()
         .find(|l| l["fields"]["request_id"] == id.as_str() && l["level"] == "ERROR")
         .unwrap_or_else(|| panic!("no error logged for {id}: {lines:?}"));
-    assert!(cause["fields"]["cause"].as_str().unwrap().contains("a bug in the backend"));
+    assert!(cause["fields"]["cause"]
+        .as_str()
+        .unwrap()
+        .contains("a bug in the backend"));
     let request = lines
         .iter()
         .find(|l| l["fields"]["request_id"] == id.as_str() && l["fields"]["message"] == "request")
@@ -356,7 +395,10 @@ fn a_constraint_slow_to_compile_is_refused_within_its_budget() {
     };
     let server = Server::start(Echo::default(), config);
     let started = Instant::now();
-    let (status, body) = server.post("/v1/chat/completions", &json!({"messages": [{"role": "user", "content": "slow to compile"}]}));
+    let (status, body) = server.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "slow to compile"}]}),
+    );
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "compile_timeout");
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -392,7 +434,8 @@ fn cut_and_abandoned_streams_count_what_they_generated() {
     assert!(text.contains("\"code\":\"timeout\""), "{text}");
     // Abandoned: the client reads one event and goes away.
     let mut stream = connect(&server);
-    let body = json!({"messages": [{"role": "user", "content": words}], "stream": true}).to_string();
+    let body =
+        json!({"messages": [{"role": "user", "content": words}], "stream": true}).to_string();
     stream
         .write_all(format!("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes())
         .unwrap();
@@ -401,16 +444,37 @@ fn cut_and_abandoned_streams_count_what_they_generated() {
     drop(stream);
     let deadline = Instant::now() + Duration::from_secs(5);
     let metrics = loop {
-        let m = ureq::get(&server.url("/metrics")).call().unwrap().into_string().unwrap();
-        if metric(&m, "proviso_cancelled_requests_total{reason=\"client_gone\"}") >= 1.0
+        let m = ureq::get(&server.url("/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        if metric(
+            &m,
+            "proviso_cancelled_requests_total{reason=\"client_gone\"}",
+        ) >= 1.0
             || Instant::now() > deadline
         {
             break m;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(metric(&metrics, "proviso_cancelled_requests_total{reason=\"timeout\"}"), 1.0, "{metrics}");
-    assert_eq!(metric(&metrics, "proviso_cancelled_requests_total{reason=\"client_gone\"}"), 1.0, "{metrics}");
+    assert_eq!(
+        metric(
+            &metrics,
+            "proviso_cancelled_requests_total{reason=\"timeout\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "proviso_cancelled_requests_total{reason=\"client_gone\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
     assert_eq!(
         metric(&metrics, "proviso_requests_total{route=\"/v1/chat/completions\",status=\"200\",outcome=\"timeout\"}"),
         1.0,
@@ -422,7 +486,10 @@ fn cut_and_abandoned_streams_count_what_they_generated() {
         "{metrics}"
     );
     assert_eq!(
-        metric(&metrics, "proviso_requests_total{route=\"/v1/chat/completions\",status=\"200\",outcome=\"ok\"}"),
+        metric(
+            &metrics,
+            "proviso_requests_total{route=\"/v1/chat/completions\",status=\"200\",outcome=\"ok\"}"
+        ),
         0.0,
         "{metrics}"
     );
@@ -431,5 +498,8 @@ fn cut_and_abandoned_streams_count_what_they_generated() {
     assert!(completion >= 4.0, "{metrics}");
     server.stop();
     let lines = log_lines();
-    assert!(lines.iter().any(|l| l["fields"]["message"] == "stream cancelled" && l["fields"]["reason"] == "client_gone"));
+    assert!(lines
+        .iter()
+        .any(|l| l["fields"]["message"] == "stream cancelled"
+            && l["fields"]["reason"] == "client_gone"));
 }

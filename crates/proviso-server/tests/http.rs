@@ -7,14 +7,11 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proviso_server::{
-    serve, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
-    PromptInput, RejectedRequest, RunError, ServerConfig, Sink, Timings, ToolCallOut, Worker,
-};
+use proviso_server::ServerConfig;
 use serde_json::{json, Value};
 
 mod support;

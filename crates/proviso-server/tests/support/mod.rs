@@ -55,7 +55,10 @@ impl Backend for Echo {
             PromptInput::Text(t) => t.clone(),
         };
         // Hooks for the hardening tests: a backend bug, and a constraint slow to compile.
-        assert!(!text.starts_with("panic in prepare"), "a bug in the backend");
+        assert!(
+            !text.starts_with("panic in prepare"),
+            "a bug in the backend"
+        );
         if text.starts_with("slow to compile") {
             std::thread::sleep(Duration::from_secs(3));
         }
@@ -237,4 +240,3 @@ impl Server {
         }
     }
 }
-

@@ -7,7 +7,8 @@ use proviso_json::{ParseOptions, Position};
 use serde_json::{json, Map, Value};
 
 use super::{
-    json_style, Embedder, start_rule, text_rule, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
+    json_style, start_rule, text_rule, CallGrammar, Embedder, Grammar, GrammarOptions, Proposal,
+    ProposedCall,
 };
 use crate::registry::Registry;
 

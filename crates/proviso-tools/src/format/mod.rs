@@ -247,11 +247,16 @@ impl Embedder {
                 // distinct.
                 let safe: String = key
                     .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
                     .collect();
                 let name = format!("proviso_{}_{safe}", self.defs.len());
-                let rebased =
-                    proviso_json::refs::rebase_refs(schema, &format!("/$defs/{name}"));
+                let rebased = proviso_json::refs::rebase_refs(schema, &format!("/$defs/{name}"));
                 self.defs.insert(name.clone(), rebased);
                 self.names.insert(key.to_owned(), name.clone());
                 name

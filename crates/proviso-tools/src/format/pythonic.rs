@@ -884,6 +884,9 @@ pub(super) fn grammar(
         );
         let parameters = match &inlined {
             Ok(schema) => schema,
+            Err(proviso_json::refs::LimitError::Recursive { pointer, .. }) => {
+                return Err(builder.refuse(pointer, "$ref"));
+            }
             Err(_) => spec.parameters(),
         };
         for key in parameters
