@@ -240,7 +240,8 @@ class Person(pydantic.BaseModel):
     name: str
     kind: Literal["patient", "doctor"]
     home: Address
-    previous: List[Address]
+    # Bounded: a greedy 135M model repeats list items until the token limit otherwise.
+    previous: List[Address] = pydantic.Field(max_length=2)
     nickname: Optional[str] = None
     pet: Annotated[Union[Cat, Dog], pydantic.Field(discriminator="pet_type")]
 

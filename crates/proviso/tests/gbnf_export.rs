@@ -145,3 +145,47 @@ fn exported_hermes_tool_grammar_holds_under_llama_cpp() {
         assert!(!verdict.intent().unwrap().calls().is_empty());
     }
 }
+
+/// A tool whose parameters use their own `$defs` (a Pydantic model with a nested model): the
+/// GBNF that llama.cpp's converter writes from proviso's hermes grammar document must resolve
+/// them, and what llama.cpp's sampler generates under it must pass proviso's gates.
+#[test]
+fn a_tool_with_its_own_defs_holds_under_llama_cpp() {
+    let registry = Arc::new(
+        Registry::from_openai(&json!([
+            {"type": "function", "function": {"name": "move_patient", "description": "Moves a patient to a ward.",
+                "parameters": {"$defs": {"Ward": {"type": "object", "properties": {"code": {"type": "string", "pattern": "^W[0-9]{2}$"},
+                        "floor": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["code", "floor"], "additionalProperties": false}},
+                    "type": "object", "properties": {"patient_id": {"type": "string", "pattern": "^P[0-9]{4}$"}, "to": {"$ref": "#/$defs/Ward"}},
+                    "required": ["patient_id", "to"], "additionalProperties": false}, "x-proviso": {"class": "read"}}}
+        ]))
+        .unwrap(),
+    );
+    let options = GrammarOptions {
+        choice: ToolChoice::Required,
+        ..GrammarOptions::default()
+    };
+    let gbnf = export_tools(
+        &registry,
+        CallFormat::Hermes,
+        &options,
+        Dialect::Gbnf,
+        false,
+        &to_gbnf,
+    )
+    .unwrap();
+    let (text, ended) =
+        generate_with_llama_grammar(&gbnf, "Move patient P0042 to ward W12 on floor 3.", 120);
+    println!("{text}");
+    assert!(ended, "{text}");
+    let verdict = ToolGate::new(registry, CallFormat::Hermes, Policy::default()).check(
+        &text,
+        Finish::Stop,
+        &Usage::default(),
+    );
+    assert!(
+        verdict.accepted(),
+        "{text}\n{}",
+        serde_json::to_string(&verdict).unwrap()
+    );
+}
