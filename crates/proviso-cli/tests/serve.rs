@@ -117,11 +117,15 @@ fn raw_http_against_the_real_model() {
         .into_string()
         .unwrap();
     assert!(
-        metrics.contains("proviso_requests_total{route=\"/v1/chat/completions\",status=\"200\"}"),
+        metrics.contains(
+            "proviso_requests_total{route=\"/v1/chat/completions\",status=\"200\",outcome=\"ok\"}"
+        ),
         "{metrics}"
     );
     assert!(
-        metrics.contains("proviso_requests_total{route=\"/v1/chat/completions\",status=\"413\"}"),
+        metrics.contains(
+            "proviso_requests_total{route=\"/v1/chat/completions\",status=\"413\",outcome=\"error\"}"
+        ),
         "{metrics}"
     );
     assert!(metrics.contains("proviso_mask_seconds_count"), "{metrics}");

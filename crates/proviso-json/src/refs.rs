@@ -341,6 +341,10 @@ pub fn check_limits(schema: &Value, limits: &SchemaLimits) -> Result<(), LimitEr
         entered_with_progress: true,
         best: 0,
     }];
+    let too_deep = |pointer: &str| LimitError::TooDeep {
+        limit: limits.max_depth,
+        pointer: pointer.to_owned(),
+    };
     while let Some(top) = stack.last_mut() {
         if top.next == top.edges.len() {
             let done = stack.pop().unwrap_or_else(|| unreachable_frame());
@@ -350,10 +354,7 @@ pub fn check_limits(schema: &Value, limits: &SchemaLimits) -> Result<(), LimitEr
                 let below = depth.get(&edge.target).copied().unwrap_or(0);
                 parent.best = parent.best.max(below + 1);
                 if parent.best > limits.max_depth {
-                    return Err(LimitError::TooDeep {
-                        limit: limits.max_depth,
-                        pointer: edge.at.clone(),
-                    });
+                    return Err(too_deep(&edge.at));
                 }
             }
             continue;
@@ -377,18 +378,12 @@ pub fn check_limits(schema: &Value, limits: &SchemaLimits) -> Result<(), LimitEr
             let top = stack.last_mut().unwrap_or_else(|| unreachable_frame());
             top.best = top.best.max(d + 1);
             if top.best > limits.max_depth {
-                return Err(LimitError::TooDeep {
-                    limit: limits.max_depth,
-                    pointer: edge.at.clone(),
-                });
+                return Err(too_deep(&edge.at));
             }
             continue;
         }
         if stack.len() > limits.max_depth {
-            return Err(LimitError::TooDeep {
-                limit: limits.max_depth,
-                pointer: edge.at.clone(),
-            });
+            return Err(too_deep(&edge.at));
         }
         let next_edges = get_edges(&edge.target, &mut cache, &mut count)?;
         stack.push(Frame {
