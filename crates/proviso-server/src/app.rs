@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, Worker};
-use crate::conn::ConnLimits;
+use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
 use crate::prepare::{PrepareError, Preparer};
 use crate::wire::{self, ErrorBody, InvalidRequest};
@@ -463,31 +463,6 @@ impl Drop for LogOnEnd {
     }
 }
 
-struct LoggedBody {
-    inner: axum::body::Body,
-    _log: LogOnEnd,
-}
-
-impl http_body::Body for LoggedBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 async fn request_log<B: Backend>(
     State(_): State<Shared<B>>,
     mut request: Request,
@@ -513,13 +488,7 @@ async fn request_log<B: Backend>(
         id,
         outcome,
     };
-    Response::from_parts(
-        parts,
-        axum::body::Body::new(LoggedBody {
-            inner: body,
-            _log: log,
-        }),
-    )
+    Response::from_parts(parts, GuardedBody::wrap(body, log))
 }
 
 /// The host part of a `Host` header or an origin's authority (`name`, `name:port`,
@@ -902,11 +871,12 @@ async fn generate<B: Backend>(
         Ok(r) => r,
         Err(e) => return (invalid(e), false),
     };
+    let (stream, include_usage) = (request.stream, request.include_usage);
     // Compiling a grammar recurses and can take a while: on the compile threads (large
     // stacks, bounded in number), never on the reactor, within the compile timeout.
     let job = match s
         .preparer
-        .prepare(request.clone(), s.config.compile_timeout)
+        .prepare(request, s.config.compile_timeout)
         .await
     {
         Ok(job) => job,
@@ -968,12 +938,12 @@ async fn generate<B: Backend>(
         model: s.backend.model_id().to_owned(),
         kind,
     };
-    if request.stream {
+    if stream {
         let stream = sse_stream(StreamState {
             receiver,
             _guard: guard,
             meta,
-            include_usage: request.include_usage,
+            include_usage,
             started_choices: Vec::new(),
             pending: std::collections::VecDeque::new(),
             finished: false,

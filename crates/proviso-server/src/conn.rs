@@ -182,12 +182,23 @@ impl Drop for Finished {
     }
 }
 
-struct TrackedBody {
+/// A response body that holds `guard` until the body is finished or dropped: how the
+/// connection watchdog and the request log learn that a response (a stream included) ended.
+pub(crate) struct GuardedBody<G> {
     inner: Body,
-    _finished: Finished,
+    _guard: G,
 }
 
-impl hyper::body::Body for TrackedBody {
+impl<G: Send + Unpin + 'static> GuardedBody<G> {
+    pub(crate) fn wrap(inner: Body, guard: G) -> Body {
+        Body::new(Self {
+            inner,
+            _guard: guard,
+        })
+    }
+}
+
+impl<G: Send + Unpin + 'static> hyper::body::Body for GuardedBody<G> {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -299,12 +310,9 @@ async fn serve_connection(
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
-                Ok::<_, std::convert::Infallible>(response.map(|inner| {
-                    Body::new(TrackedBody {
-                        inner,
-                        _finished: finished,
-                    })
-                }))
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|inner| GuardedBody::wrap(inner, finished)),
+                )
             }
         });
     let mut builder = hyper::server::conn::http1::Builder::new();

@@ -345,8 +345,8 @@ fn foreign_hosts_and_origins_are_refused() {
 
 #[test]
 fn an_internal_error_is_logged_with_the_request_id_it_answers_with() {
-    let logs = logs();
-    let _ = logs;
+    // The log capture must be installed before the server starts.
+    logs();
     let server = Server::start(Echo::default(), ServerConfig::default());
     let response = ureq::post(&server.url("/v1/chat/completions"))
         .send_json(json!({"messages": [{"role": "user", "content": "panic in prepare"}]}));
@@ -414,8 +414,8 @@ fn metric(text: &str, name: &str) -> f64 {
 
 #[test]
 fn cut_and_abandoned_streams_count_what_they_generated() {
-    let logs = logs();
-    let _ = logs;
+    // The log capture must be installed before the server starts.
+    logs();
     let echo = Echo {
         delay: Duration::from_millis(100),
         ..Echo::default()
