@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use proviso::decode::{
-    CompileOptions, ConstraintSpec, GenerateOptions, Generation, Generator, Message, Sampling,
-    StopReason,
+    CompileOptions, ConstraintSpec, Dry, GenerateOptions, Generation, Generator, Message,
+    RepetitionLimit, Sampling, StopReason,
 };
 use proviso::llama::RunOptions;
 use proviso::LocalModel;
@@ -46,6 +46,22 @@ pub(crate) struct GenerateArgs {
     /// Nucleus sampling threshold.
     #[arg(long, default_value_t = 1.0)]
     top_p: f32,
+    /// Subtracted from a token's logit per earlier occurrence in the output.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    frequency_penalty: f32,
+    /// Subtracted from a token's logit when it occurred earlier in the output.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    presence_penalty: f32,
+    /// Divides the positive logit of a token already in the output (1 is off).
+    #[arg(long, default_value_t = 1.0)]
+    repetition_penalty: f32,
+    /// Multiplier of a DRY penalty on tokens that would extend an earlier sequence (0 is
+    /// off; base 1.75, allowed length 2).
+    #[arg(long, default_value_t = 0.0)]
+    dry_multiplier: f32,
+    /// Never stop on degenerate repetition: generate to the token limit (for measurement).
+    #[arg(long)]
+    no_repetition_stop: bool,
     /// A system message.
     #[arg(long)]
     system: Option<String>,
@@ -56,7 +72,9 @@ pub(crate) struct GenerateArgs {
     /// the gates afterwards, regenerating up to --attempts times.
     #[arg(long)]
     relax: bool,
-    /// Most generations under --relax (each retry shows the model the rejection).
+    /// Most generations under a schema: a rejected output is retried (showing the model the
+    /// rejection), and an output stopped on repetition is regenerated with penalties
+    /// against repetition.
     #[arg(long, default_value_t = 3)]
     attempts: usize,
     /// Sources for a contract that checks evidence.
@@ -117,9 +135,22 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
             top_k: args.top_k,
             top_p: args.top_p,
             seed: args.seed,
+            frequency_penalty: args.frequency_penalty,
+            presence_penalty: args.presence_penalty,
+            repetition_penalty: args.repetition_penalty,
+            dry: (args.dry_multiplier > 0.0).then(|| Dry {
+                multiplier: args.dry_multiplier,
+                ..Dry::default()
+            }),
         },
         stop: args.stops.clone(),
         overlap_mask: !args.no_overlap,
+        repetition: if args.no_repetition_stop {
+            None
+        } else {
+            Some(RepetitionLimit::default())
+        },
+        ..GenerateOptions::default()
     };
 
     let mut messages = Vec::new();
@@ -128,7 +159,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
     }
     messages.push(Message::new("user", args.prompt.clone()));
 
-    let attempts = if args.relax { args.attempts.max(1) } else { 1 };
+    let attempts = args.attempts.max(1);
     let mut stderr = std::io::stderr().lock();
     let mut report =
         |attempt: usize, generation: &Generation, verdict: Option<&proviso::Verdict>| {
@@ -171,10 +202,24 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
         }
         _ => {
             let prompt = local.prompt(&messages)?;
-            let generation = generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
+            let mut generation =
+                generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
             report(1, &generation, None);
+            // A loop is regenerated with penalties against repetition, within --attempts.
+            let mut attempt = 1;
+            let mut options = generate_options.clone();
+            while generation.stop_reason == StopReason::Repetition && attempt < attempts {
+                attempt += 1;
+                options.sampling = options.sampling.against_repetition();
+                generation = generator.generate(&prompt, compiled.as_ref(), &options)?;
+                report(attempt, &generation, None);
+            }
             // A constrained output cut before the grammar completed is not a result.
-            let complete = compiled.is_none() || generation.stop_reason != StopReason::Length;
+            let complete = compiled.is_none()
+                || !matches!(
+                    generation.stop_reason,
+                    StopReason::Length | StopReason::Repetition
+                );
             (generation, complete)
         }
     };
@@ -190,11 +235,18 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
     stdout.flush()?;
     if !accepted {
         let mut stderr = std::io::stderr().lock();
-        writeln!(
-            stderr,
-            "proviso: the output was cut at --max-tokens {} before the grammar completed",
-            args.max_tokens
-        )?;
+        if generation.stop_reason == StopReason::Repetition {
+            writeln!(
+                stderr,
+                "proviso: the output was stopped on repetition before the grammar completed"
+            )?;
+        } else {
+            writeln!(
+                stderr,
+                "proviso: the output was cut at --max-tokens {} before the grammar completed",
+                args.max_tokens
+            )?;
+        }
     }
     Ok(if accepted {
         ExitCode::SUCCESS

@@ -522,6 +522,18 @@ impl Contract {
         self.evidence.is_some()
     }
 
+    /// Where the answer's citations and claims are, when the contract checks evidence.
+    #[must_use]
+    pub fn evidence_policy(&self) -> Option<&EvidencePolicy> {
+        self.evidence.as_ref()
+    }
+
+    /// The source store the evidence gate checks against, if one was supplied.
+    #[must_use]
+    pub fn source_store(&self) -> Option<&Arc<SourceStore>> {
+        self.sources.as_ref()
+    }
+
     /// Checks raw model text.
     #[must_use]
     pub fn check_text(&self, text: &[u8]) -> Verdict {

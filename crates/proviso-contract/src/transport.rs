@@ -329,6 +329,12 @@ fn judge_stop_reason<'a>(reason: Option<&'a str>, pointer: &str) -> Result<&'a s
             pointer,
         )
         .with_next_step(NextStep::RetryWithLargerBudget)),
+        Some("repetition") => Err(reject(
+            "repetition",
+            "the output degenerated into repetition and was stopped; a fragment is never accepted",
+            pointer,
+        )
+        .with_next_step(NextStep::Retry)),
         Some("content_filter") => Err(reject(
             "content_filtered",
             "the provider's content filter stopped the output",

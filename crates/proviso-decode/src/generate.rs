@@ -35,15 +35,21 @@ pub enum StopReason {
     StopSequence(String),
     /// The caller stopped the generation (its client went away, or a deadline passed).
     Cancelled,
+    /// The output degenerated into repetition (the same run of tokens, or of tokens that
+    /// differ only in their digits, over and over); the output is incomplete. Stopping here
+    /// saves the rest of the token budget, which the loop would have burnt to `length`.
+    Repetition,
 }
 
 impl StopReason {
-    /// The OpenAI-style finish reason: `length` for truncation, `stop` otherwise.
+    /// The OpenAI-style finish reason: `length` for truncation, `cancelled`, `repetition`,
+    /// and `stop` otherwise.
     #[must_use]
     pub fn finish_reason(&self) -> &'static str {
         match self {
             Self::Length => "length",
             Self::Cancelled => "cancelled",
+            Self::Repetition => "repetition",
             _ => "stop",
         }
     }
@@ -60,6 +66,13 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Compute the next mask while the engine decodes. On by default.
     pub overlap_mask: bool,
+    /// Texts the output must not contain, steered away from under a constraint: a token
+    /// that would complete one (together with the tokens the grammar would then force) is
+    /// masked, unless the grammar allows nothing else. The harness passes calls that
+    /// already ran, so the model writes a new call or finishes instead.
+    pub avoid: Vec<String>,
+    /// When to stop on degenerate repetition (`None`: never).
+    pub repetition: Option<RepetitionLimit>,
 }
 
 impl Default for GenerateOptions {
@@ -69,7 +82,78 @@ impl Default for GenerateOptions {
             sampling: Sampling::greedy(),
             stop: Vec::new(),
             overlap_mask: true,
+            avoid: Vec::new(),
+            repetition: Some(RepetitionLimit::default()),
         }
+    }
+}
+
+/// When a run of output tokens counts as degenerate repetition.
+///
+/// Two shapes are caught at the end of the output: the same block of tokens repeated (a
+/// key, a value, a whole call), and a block repeated with only its digits changed (`116,
+/// 117, 118, …`, `"a_1": 1.2, "a_2": 1.2, …`). A legitimate short list passes; what a small
+/// model writes when it loops until the token limit does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepetitionLimit {
+    /// Longest repeated block looked for, in tokens.
+    pub max_period: usize,
+    /// Exact repeats: at least this many tokens of repetition …
+    pub min_tokens: usize,
+    /// … forming at least this many copies of the block.
+    pub min_repeats: usize,
+    /// Repeats that differ only in digits: at least this many tokens …
+    pub min_tokens_digits: usize,
+    /// … forming at least this many copies.
+    pub min_repeats_digits: usize,
+}
+
+impl Default for RepetitionLimit {
+    fn default() -> Self {
+        Self {
+            max_period: 48,
+            min_tokens: 48,
+            min_repeats: 4,
+            min_tokens_digits: 96,
+            min_repeats_digits: 12,
+        }
+    }
+}
+
+impl RepetitionLimit {
+    /// Whether `tokens` ends in degenerate repetition; `digits` says which tokens are made
+    /// of digits only (those compare equal to each other in the second test).
+    #[must_use]
+    pub fn is_degenerate(&self, tokens: &[TokenId], digits: impl Fn(TokenId) -> bool) -> bool {
+        let exact = |a: TokenId, b: TokenId| a == b;
+        let loose = |a: TokenId, b: TokenId| a == b || (digits(a) && digits(b));
+        self.repeats(tokens, self.min_tokens, self.min_repeats, exact)
+            || self.repeats(
+                tokens,
+                self.min_tokens_digits,
+                self.min_repeats_digits,
+                loose,
+            )
+    }
+
+    /// Whether the output ends in a block of some period `p`, repeated to cover at least
+    /// `min_tokens` and `min_repeats * p` tokens, under the equality `same`.
+    fn repeats(
+        &self,
+        tokens: &[TokenId],
+        min_tokens: usize,
+        min_repeats: usize,
+        same: impl Fn(TokenId, TokenId) -> bool,
+    ) -> bool {
+        let n = tokens.len();
+        (1..=self.max_period).any(|p| {
+            let need = min_tokens.max(min_repeats * p);
+            if n < need {
+                return false;
+            }
+            // The last `need` tokens equal the same tokens one period earlier.
+            (n - need + p..n).all(|i| same(tokens[i], tokens[i - p]))
+        })
     }
 }
 
@@ -240,8 +324,14 @@ fn advance(
 pub struct Generator<E> {
     engine: E,
     pieces: Vec<Vec<u8>>,
+    /// Which tokens are made of ASCII digits only, for the repetition test.
+    digits: Vec<bool>,
     ends: Vec<TokenId>,
 }
+
+/// Most candidate tokens rejected in one step for completing an avoided text; beyond it the
+/// grammar's own best choice is taken and the gates judge the result.
+const AVOID_TRIES: usize = 64;
 
 impl<E> std::fmt::Debug for Generator<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -255,11 +345,103 @@ impl<E: Engine> Generator<E> {
     /// A generator over `engine`, decoding text with `tokenizer`.
     #[must_use]
     pub fn new(engine: E, tokenizer: &Arc<dyn Tokenizer>) -> Self {
+        let pieces: Vec<Vec<u8>> = tokenizer.tokens().into_iter().map(|t| t.bytes).collect();
+        let digits = pieces
+            .iter()
+            .map(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+            .collect();
         Self {
             engine,
-            pieces: tokenizer.tokens().into_iter().map(|t| t.bytes).collect(),
+            pieces,
+            digits,
             ends: tokenizer.end_tokens(),
         }
+    }
+
+    /// Samples under `mask`, passing over a token that would complete one of `avoid` (with
+    /// the bytes the grammar would force after it). When every allowed token does, or after
+    /// [`AVOID_TRIES`] candidates, the best allowed token is taken anyway: steering never
+    /// makes a constrained generation fail.
+    fn sample_avoiding(
+        &self,
+        sampler: &mut Sampler,
+        mask: &SimpleVob,
+        bytes: &[u8],
+        mut matcher: Option<&mut Matcher>,
+        avoid: &[String],
+    ) -> Result<TokenId, GenerateError> {
+        let logits = self.engine.logits();
+        let mut passed_over: Vec<TokenId> = Vec::new();
+        loop {
+            let token = sampler.sample(logits, |t| mask.is_allowed(t) && !passed_over.contains(&t));
+            let Some(token) = token else {
+                break;
+            };
+            if avoid.is_empty()
+                || self.ends.contains(&token)
+                || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid)
+            {
+                return Ok(token);
+            }
+            passed_over.push(token);
+            if passed_over.len() >= AVOID_TRIES {
+                break;
+            }
+        }
+        sampler
+            .sample(logits, |t| mask.is_allowed(t))
+            .ok_or_else(|| GenerateError::Constraint("no token is allowed".into()))
+    }
+
+    /// Whether appending `token` to `bytes` completes one of `avoid`, counting the bytes the
+    /// grammar would force right after it.
+    fn completes_avoided(
+        &self,
+        bytes: &[u8],
+        token: TokenId,
+        matcher: Option<&mut Matcher>,
+        avoid: &[String],
+    ) -> bool {
+        let piece = self
+            .pieces
+            .get(token as usize)
+            .map_or(&[][..], Vec::as_slice);
+        let mut text = bytes.to_vec();
+        text.extend_from_slice(piece);
+        let tail_contains = |text: &[u8], added: usize, a: &[u8]| {
+            let from = text.len().saturating_sub(added + a.len());
+            text[from..].windows(a.len()).any(|w| w == a)
+        };
+        if avoid
+            .iter()
+            .filter(|a| !a.is_empty())
+            .any(|a| tail_contains(&text, piece.len(), a.as_bytes()))
+        {
+            return true;
+        }
+        // Only when the text now ends partway into an avoided text can forced bytes complete
+        // it; the matcher is asked for them and then put back as it was.
+        let partway = avoid.iter().filter(|a| a.len() > 1).any(|a| {
+            let a = a.as_bytes();
+            (1..a.len()).any(|k| text.len() >= k && text.ends_with(&a[..k]))
+        });
+        let Some(matcher) = matcher.filter(|_| partway) else {
+            return false;
+        };
+        if matcher.try_consume_tokens(&[token]).ok() != Some(1) {
+            return false;
+        }
+        let forced = matcher.compute_ff_bytes();
+        let _ = matcher.rollback(1);
+        if forced.is_empty() {
+            return false;
+        }
+        let added = piece.len() + forced.len();
+        text.extend_from_slice(&forced);
+        avoid
+            .iter()
+            .filter(|a| !a.is_empty())
+            .any(|a| tail_contains(&text, added, a.as_bytes()))
     }
 
     /// The engine.
@@ -361,6 +543,7 @@ impl<E: Engine> Generator<E> {
             if out.tokens.len() >= budget {
                 break StopReason::Length;
             }
+            let mut sampled = false;
             let chosen: Vec<TokenId> = match next {
                 Some(Next::Complete) => break StopReason::GrammarComplete,
                 Some(Next::Forced(forced)) => {
@@ -370,12 +553,17 @@ impl<E: Engine> Generator<E> {
                     forced[..take].to_vec()
                 }
                 Some(Next::Mask(mask)) => {
-                    let token = sampler
-                        .sample(self.engine.logits(), |t| mask.is_allowed(t))
-                        .ok_or_else(|| GenerateError::Constraint("no token is allowed".into()))?;
+                    let token = self.sample_avoiding(
+                        &mut sampler,
+                        &mask,
+                        &out.bytes,
+                        matcher.as_mut(),
+                        &options.avoid,
+                    )?;
                     if self.ends.contains(&token) {
                         break StopReason::GrammarComplete;
                     }
+                    sampled = true;
                     vec![token]
                 }
                 None => {
@@ -385,10 +573,12 @@ impl<E: Engine> Generator<E> {
                     if self.ends.contains(&token) {
                         break StopReason::Stop;
                     }
+                    sampled = true;
                     vec![token]
                 }
             };
             for &token in &chosen {
+                sampler.observe(token);
                 out.tokens.push(token);
                 if let Some(piece) = self.pieces.get(token as usize) {
                     out.bytes.extend_from_slice(piece);
@@ -409,6 +599,17 @@ impl<E: Engine> Generator<E> {
                     break StopReason::Cancelled;
                 }
                 emitted = safe;
+            }
+            // Only a chosen token can start or continue a loop; forced runs are the
+            // grammar's, and checking them would only cost time.
+            if sampled {
+                if let Some(limit) = &options.repetition {
+                    if limit.is_degenerate(&out.tokens, |t| {
+                        self.digits.get(t as usize).copied().unwrap_or(false)
+                    }) {
+                        break StopReason::Repetition;
+                    }
+                }
             }
             if out.tokens.len() >= budget {
                 break StopReason::Length;
@@ -502,7 +703,28 @@ fn find_stop(bytes: &[u8], added: usize, stops: &[String]) -> Option<(usize, Str
 
 #[cfg(test)]
 mod tests {
-    use super::find_stop;
+    use super::{find_stop, RepetitionLimit};
+
+    #[test]
+    fn repetition_is_caught_exactly_and_modulo_digits_but_short_lists_pass() {
+        let limit = RepetitionLimit::default();
+        let digit = |t: u32| t < 10;
+        // A key repeated: a 3-token block, 16 times.
+        let looped: Vec<u32> = (0..48).map(|i| 100 + i % 3).collect();
+        assert!(limit.is_degenerate(&looped, digit));
+        assert!(!limit.is_degenerate(&looped[..40], digit));
+        // A count `1 1 6 , 1 1 7 , …`: only the digits change.
+        let counting: Vec<u32> = (0..30)
+            .flat_map(|i| [1, (i / 10) % 10, i % 10, 200])
+            .collect();
+        assert!(limit.is_degenerate(&counting, digit));
+        // A short list of numbers is legitimate.
+        let short: Vec<u32> = (0..8).flat_map(|i| [i % 10, 200]).collect();
+        assert!(!limit.is_degenerate(&short, digit));
+        // Varied text is never degenerate.
+        let varied: Vec<u32> = (0..300).map(|i| (i * 7919) % 1000 + 10).collect();
+        assert!(!limit.is_degenerate(&varied, digit));
+    }
 
     #[test]
     fn stop_sequences_are_found_across_token_boundaries() {

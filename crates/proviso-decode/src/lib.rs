@@ -18,7 +18,9 @@ pub use constraint::{
     strip_extensions, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
 };
 pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
-pub use generate::{GenerateError, GenerateOptions, Generation, Generator, Stats, StopReason};
+pub use generate::{
+    GenerateError, GenerateOptions, Generation, Generator, RepetitionLimit, Stats, StopReason,
+};
 pub use llguidance;
-pub use sample::{Sampler, Sampling};
+pub use sample::{Dry, Sampler, Sampling};
 pub use tokenizer::ModelTokEnv;

@@ -141,11 +141,7 @@ impl PolicyBase {
 /// The answer schema for the grammar: the contract's schema without its `x-proviso` block.
 #[must_use]
 pub fn answer_schema() -> Value {
-    let mut schema: Value = serde_json::from_str(TRAVEL_ANSWER).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut schema {
-        map.retain(|k, _| !k.starts_with("x-") && k != "$schema");
-    }
-    schema
+    crate::without_extensions(TRAVEL_ANSWER)
 }
 
 /// The two tools over `base`: `search_policy` and `read_policy`.

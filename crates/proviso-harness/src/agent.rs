@@ -17,13 +17,18 @@ use proviso_contract::{
     Contract, Gate, GateStatus, Intent, NextStep, Output, Rejection, ToolCall, Verdict,
 };
 use proviso_tools::{
-    instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolError, ToolGate,
-    Usage,
+    instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolChoice, ToolError,
+    ToolGate, Usage,
 };
 use serde::Serialize;
 use serde_json::{json, Value};
 use tracing::field::Empty;
 
+use crate::steer::{self, FinishCause, Steering, StepPlan};
+
+/// Most observed lines a grounded answer grammar offers, the most relevant to the question
+/// first: a small model chooses better among a few.
+const CITABLE_LINES: usize = 4;
 use crate::toolbox::{ToolOutcome, Toolbox};
 
 /// One message of the conversation.
@@ -48,6 +53,7 @@ impl Turn {
 
 /// What the loop asks of the model for one step.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ProposeRequest<'a> {
     /// The conversation so far.
     pub messages: &'a [Turn],
@@ -59,6 +65,50 @@ pub struct ProposeRequest<'a> {
     /// greedy proposer should sample on a retry: the same prompt prefix would otherwise yield
     /// the same rejected step.
     pub retry: u32,
+    /// Texts the output should not contain: calls that already ran, written as the call
+    /// format writes them, which the grammar itself could not exclude. A proposer that can
+    /// mask tokens steers away from them; one that cannot may ignore them (the gates still
+    /// refuse a repeated call).
+    pub avoid: &'a [String],
+    /// The step before stopped on degenerate repetition: the proposer should turn on its
+    /// penalties against repetition for this step.
+    pub against_repetition: bool,
+}
+
+impl<'a> ProposeRequest<'a> {
+    /// A fresh step: no retry, nothing to avoid.
+    #[must_use]
+    pub fn new(messages: &'a [Turn], grammar: &'a CallGrammar, max_tokens: usize) -> Self {
+        Self {
+            messages,
+            grammar,
+            max_tokens,
+            retry: 0,
+            avoid: &[],
+            against_repetition: false,
+        }
+    }
+
+    /// Sets [`ProposeRequest::against_repetition`].
+    #[must_use]
+    pub fn against_repetition(mut self, on: bool) -> Self {
+        self.against_repetition = on;
+        self
+    }
+
+    /// Sets [`ProposeRequest::retry`].
+    #[must_use]
+    pub fn retry(mut self, retry: u32) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets [`ProposeRequest::avoid`].
+    #[must_use]
+    pub fn avoid(mut self, avoid: &'a [String]) -> Self {
+        self.avoid = avoid;
+        self
+    }
 }
 
 /// What the model wrote for one step.
@@ -124,6 +174,8 @@ pub struct AgentConfig {
     /// A contract every final answer must also pass (for instance an evidence gate over
     /// citations); the answer value is checked as JSON text.
     pub answer_contract: Option<Arc<Contract>>,
+    /// How each step's grammar is narrowed from the run's state.
+    pub steering: Steering,
 }
 
 impl Default for AgentConfig {
@@ -138,6 +190,7 @@ impl Default for AgentConfig {
             refuse_repeated_calls: true,
             call_before_answer: false,
             answer_contract: None,
+            steering: Steering::default(),
         }
     }
 }
@@ -289,6 +342,13 @@ pub enum Event<'a> {
         format: CallFormat,
         /// The tools.
         tools: Vec<&'a str>,
+    },
+    /// The harness derived the step's grammar from the run's state.
+    StepPlanned {
+        /// Step number (1-based).
+        step: u64,
+        /// What was decided.
+        plan: &'a StepPlan,
     },
     /// The model wrote a step (raw, before any gate).
     ModelOutput {
@@ -458,6 +518,7 @@ impl Agent {
         let mut executed = Vec::new();
         let mut rejections: BTreeMap<String, u64> = BTreeMap::new();
         let mut in_a_row = 0_u32;
+        let mut last_looped = false;
         let end = loop {
             usage.wall_ms = millis(started.elapsed());
             if let Some(end) = self.before_step(&usage) {
@@ -465,20 +526,32 @@ impl Agent {
             }
             usage.steps += 1;
             let step = usage.steps;
-            let grammar = match &self.first_grammar {
-                Some(first) if executed.is_empty() => first,
-                _ => &self.grammar,
+            let (planned, avoid, plan) = self.plan_step(question, step, &executed, in_a_row);
+            observer.event(&Event::StepPlanned { step, plan: &plan });
+            let grammar = match &planned {
+                Some(g) => g,
+                None => match &self.first_grammar {
+                    Some(first) if executed.is_empty() => first,
+                    _ => &self.grammar,
+                },
             };
-            let (proposed, duration) =
-                match self.generate(proposer, &messages, grammar, step, in_a_row) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        break RunEnd::ModelFailed {
-                            code: e.code,
-                            message: e.message,
-                        }
+            let (proposed, duration) = match self.generate(
+                proposer,
+                &ProposeRequest::new(&messages, grammar, self.config.max_tokens_per_step)
+                    .retry(in_a_row)
+                    .avoid(&avoid)
+                    .against_repetition(last_looped),
+                &plan,
+                step,
+            ) {
+                Ok(p) => p,
+                Err(e) => {
+                    break RunEnd::ModelFailed {
+                        code: e.code,
+                        message: e.message,
                     }
-                };
+                }
+            };
             self.counters.update(|c| c.steps += 1);
             usage.tokens += proposed.output_tokens;
             usage.wall_ms = millis(started.elapsed());
@@ -498,7 +571,13 @@ impl Agent {
                 step,
                 verdict: &verdict,
             });
-            messages.push(Turn::new("assistant", &proposed.text));
+            // A degenerate loop is kept out of the conversation: shown to the model, it
+            // would prime the same loop. The step is retried with penalties instead.
+            let looped = proposed.finish_reason == "repetition";
+            if !looped {
+                messages.push(Turn::new("assistant", &proposed.text));
+            }
+            last_looped = looped;
             let rejection = match verdict.into_result() {
                 Err(rejection) => Some(rejection),
                 Ok(Intent::ToolRequest { calls, .. }) => {
@@ -519,12 +598,8 @@ impl Agent {
                     None
                 }
                 Ok(Intent::FinalAnswer { answer, .. }) => match self.check_answer(&answer) {
-                    None => {
-                        break RunEnd::FinalAnswer {
-                            answer: answer.as_ref().clone(),
-                        }
-                    }
-                    Some(verdict) => {
+                    Ok(answer) => break RunEnd::FinalAnswer { answer },
+                    Err(verdict) => {
                         observer.event(&Event::AnswerVerdict {
                             step,
                             verdict: &verdict,
@@ -576,7 +651,9 @@ impl Agent {
                     attempts: in_a_row,
                 };
             }
-            messages.push(Turn::new("tool", observation(&rejection)));
+            if !looped {
+                messages.push(Turn::new("tool", observation(&rejection)));
+            }
         };
         usage.wall_ms = millis(started.elapsed());
         run_span.record("proviso.run.end", end_name(&end));
@@ -634,20 +711,132 @@ impl Agent {
         None
     }
 
+    /// The step's grammar from the run's state: `None` when the base grammar applies
+    /// unchanged, with the texts to avoid and what was decided.
+    fn plan_step(
+        &self,
+        question: &str,
+        step: u64,
+        executed: &[ExecutedCall],
+        in_a_row: u32,
+    ) -> (Option<CallGrammar>, Vec<String>, StepPlan) {
+        let steering = &self.config.steering;
+        let registry = self.toolbox.registry();
+        let must_call_first = self.first_grammar.is_some() && executed.is_empty();
+        let mut choice = if must_call_first {
+            ToolChoice::Required
+        } else {
+            self.config.grammar.choice.clone()
+        };
+        let base_choice = choice.clone();
+        // A choice that requires a call (declared, or until the first lookup) is never
+        // turned into a finish.
+        let may_finish = matches!(choice, ToolChoice::Auto);
+        let mut finish = None;
+        if may_finish {
+            let evidence = executed.iter().any(|e| {
+                matches!(e.outcome, ToolOutcome::Ok { .. })
+                    && steering.evidence_tools.iter().any(|t| t == e.call.name())
+            });
+            if steering.finish_after_rejection && in_a_row > 0 {
+                finish = Some(FinishCause::Rejected);
+            } else if steering.finish_on_last_step
+                && self.config.policy.budget.max_steps == Some(step)
+            {
+                finish = Some(FinishCause::LastStep);
+            } else if evidence {
+                finish = Some(FinishCause::Evidence);
+            }
+        }
+        let mut plan = StepPlan::default();
+        let mut narrowed_registry = None;
+        let mut avoid = Vec::new();
+        if finish.is_none() && steering.exclude_repeated_calls && !executed.is_empty() {
+            let narrowed = steer::narrow(registry, self.config.format, executed);
+            let named_gone = match &choice {
+                ToolChoice::Named(name) => narrowed.registry.get(name).is_none(),
+                _ => false,
+            };
+            if narrowed.registry.is_empty() || named_gone {
+                if may_finish {
+                    finish = Some(FinishCause::ToolsExhausted);
+                }
+            } else {
+                plan.excluded = narrowed.excluded;
+                plan.exhausted = narrowed.exhausted;
+                plan.avoided = narrowed.avoided;
+                avoid = narrowed.avoid;
+                if !plan.excluded.is_empty() || !plan.exhausted.is_empty() {
+                    narrowed_registry = Some(narrowed.registry);
+                }
+            }
+        }
+        if finish.is_some() {
+            choice = ToolChoice::None;
+            avoid.clear();
+            plan.avoided.clear();
+        }
+        plan.finish = finish;
+        plan.choice = steer::choice_name(&choice);
+        let mut options = GrammarOptions {
+            choice: choice.clone(),
+            ..self.config.grammar.clone()
+        };
+        if steering.ground_answers && !matches!(choice, ToolChoice::Required | ToolChoice::Named(_))
+        {
+            if let (Some(contract), Some(answer)) =
+                (&self.config.answer_contract, &self.config.grammar.answer)
+            {
+                if let Some(store) = contract.source_store() {
+                    let observed = steer::observed_citations(executed, store);
+                    let candidates = steer::rank_citations(&observed, question, CITABLE_LINES);
+                    if let Some(grounded) = steer::grounded_answer(answer, contract, &candidates) {
+                        plan.citable_lines = Some(candidates.len());
+                        options.answer = Some(grounded);
+                    }
+                }
+            }
+        }
+        if plan.is_base() && choice == base_choice {
+            return (None, avoid, plan);
+        }
+        let registry = narrowed_registry.as_ref().unwrap_or(registry);
+        match self.config.format.grammar(registry, &options) {
+            Ok(grammar) => (Some(grammar), avoid, plan),
+            Err(error) => {
+                // The base grammar still holds every declared constraint; the gates judge.
+                tracing::warn!(%error, "a steered grammar could not be built; using the base grammar");
+                (
+                    None,
+                    avoid,
+                    StepPlan {
+                        choice: steer::choice_name(&base_choice),
+                        ..StepPlan::default()
+                    },
+                )
+            }
+        }
+    }
+
     fn generate(
         &self,
         proposer: &mut dyn Proposer,
-        messages: &[Turn],
-        grammar: &CallGrammar,
+        request: &ProposeRequest<'_>,
+        plan: &StepPlan,
         step: u64,
-        retry: u32,
     ) -> Result<(Proposed, Duration), ProposerError> {
+        let retry = request.retry;
         let span = tracing::info_span!(
             "chat",
             gen_ai.operation.name = "chat",
             gen_ai.request.model = proposer.model_name(),
             proviso.step = step,
             proviso.retry_count = retry,
+            proviso.step.tool_choice = plan.choice.as_str(),
+            proviso.step.finish = plan.finish.map_or("", FinishCause::as_str),
+            proviso.step.excluded_calls = plan.excluded.len() + plan.exhausted.len(),
+            proviso.step.avoided_calls = plan.avoided.len(),
+            proviso.step.citable_lines = plan.citable_lines.unwrap_or(0),
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
             gen_ai.response.finish_reasons = Empty,
@@ -656,12 +845,7 @@ impl Agent {
         );
         let _entered = span.enter();
         let started = Instant::now();
-        let result = proposer.propose(&ProposeRequest {
-            messages,
-            grammar,
-            max_tokens: self.config.max_tokens_per_step,
-            retry,
-        });
+        let result = proposer.propose(request);
         let duration = started.elapsed();
         span.record("duration_ms", millis(duration));
         match &result {
@@ -721,11 +905,35 @@ impl Agent {
         }
     }
 
-    /// `None` when the answer passes the answer contract (or there is none).
-    fn check_answer(&self, answer: &Value) -> Option<Verdict> {
-        let contract = self.config.answer_contract.as_ref()?;
-        let verdict = contract.check(Output::Text(answer.to_string().as_bytes()));
-        (!verdict.accepted()).then_some(verdict)
+    /// The answer as the answer contract reads it: a native format's answer is the whole
+    /// text, which under an answer schema is a JSON document; the envelope's is a JSON value.
+    fn answer_text(&self, answer: &Value) -> String {
+        match answer {
+            Value::String(text)
+                if self.config.format != CallFormat::Envelope
+                    && self.config.grammar.answer.is_some() =>
+            {
+                text.clone()
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// The accepted answer value, or the answer contract's verdict when it refuses.
+    fn check_answer(&self, answer: &Value) -> Result<Value, Verdict> {
+        let Some(contract) = self.config.answer_contract.as_ref() else {
+            return Ok(answer.clone());
+        };
+        let text = self.answer_text(answer);
+        let verdict = contract.check(Output::Text(text.as_bytes()));
+        if !verdict.accepted() {
+            return Err(verdict);
+        }
+        // The contract parsed the text strictly: its value is the answer.
+        Ok(match verdict.into_result() {
+            Ok(Intent::FinalAnswer { answer, .. }) => answer.as_ref().clone(),
+            _ => answer.clone(),
+        })
     }
 }
 

@@ -12,6 +12,7 @@
 //! the local llama.cpp model, and tests use scripted ones.
 
 mod agent;
+pub mod steer;
 mod toolbox;
 mod trace;
 
@@ -19,5 +20,6 @@ pub use agent::{
     Agent, AgentConfig, CounterSnapshot, Counters, Event, ExecutedCall, Observer, ProposeRequest,
     Proposed, Proposer, ProposerError, RunEnd, RunReport, Turn,
 };
+pub use steer::{FinishCause, Steering, StepPlan};
 pub use toolbox::{ToolFailure, ToolOutcome, Toolbox};
 pub use trace::JsonlTrace;

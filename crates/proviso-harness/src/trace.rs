@@ -85,6 +85,9 @@ impl<W: Write> Observer for JsonlTrace<W> {
             }
             Event::ToolResult { step, executed } => json!({"record": "tool_result", "step": step,
                 "call": executed.call, "outcome": executed.outcome, "duration_ms": executed.duration_ms}),
+            Event::StepPlanned { step, plan } => {
+                json!({"record": "step_plan", "step": step, "plan": plan})
+            }
             Event::Finished { report } => json!({"record": "run_end", "report": report}),
         };
         self.write(record);

@@ -112,6 +112,15 @@ pub struct SamplingParams {
     pub top_p: f32,
     /// Seed, for reproducible sampling.
     pub seed: Option<u64>,
+    /// OpenAI's `frequency_penalty` (-2 to 2; 0 is off).
+    pub frequency_penalty: f32,
+    /// OpenAI's `presence_penalty` (-2 to 2; 0 is off).
+    pub presence_penalty: f32,
+    /// vLLM's and llama.cpp's `repetition_penalty` (1 is off).
+    pub repetition_penalty: f32,
+    /// A DRY penalty's multiplier (`dry_multiplier`, as llama.cpp names it; 0 is off), with
+    /// its base and allowed length.
+    pub dry: Option<(f32, f32, u32)>,
 }
 
 /// A validated request.
@@ -123,7 +132,9 @@ pub struct GenerationRequest {
     pub tools: Option<Value>,
     /// `tool_choice`.
     pub tool_choice: ToolChoiceRequest,
-    /// Whether one response may carry several calls.
+    /// Whether one response may carry several calls: the request's `parallel_tool_calls`,
+    /// which defaults to true, except under a named `tool_choice`, where only an explicit
+    /// `true` allows more than the named call.
     pub parallel_tool_calls: bool,
     /// The output constraint.
     pub constraint: OutputConstraint,
@@ -150,6 +161,9 @@ pub enum FinishReason {
     Length,
     /// The output is one or more tool calls that passed the gates.
     ToolCalls,
+    /// The decoder stopped a degenerate loop: the output is a fragment and holds no valid
+    /// object (retries with penalties were used up, or text had already streamed).
+    Repetition,
 }
 
 impl FinishReason {
@@ -160,6 +174,7 @@ impl FinishReason {
             Self::Stop => "stop",
             Self::Length => "length",
             Self::ToolCalls => "tool_calls",
+            Self::Repetition => "repetition",
         }
     }
 }

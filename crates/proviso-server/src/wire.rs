@@ -4,7 +4,7 @@
 //! Reading is two-step, so that the status code says what was wrong: a body that is not JSON
 //! is a syntax error (400); JSON that does not make a valid request is a data error (422),
 //! naming the parameter. Parameters whose meaning proviso cannot honour (`logprobs`,
-//! non-zero penalties, `logit_bias`, image content, ...) are refused by name rather than
+//! `logit_bias`, image content, ...) are refused by name rather than
 //! silently ignored; purely informational ones (`user`, `metadata`, `store`, ...) are
 //! accepted.
 
@@ -92,16 +92,6 @@ fn as_bool(value: &Value, param: &str) -> Result<bool> {
 
 /// Parameters that must be absent or neutral, because honouring them is not implemented.
 fn refuse_unhonoured(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<()> {
-    for key in ["frequency_penalty", "presence_penalty"] {
-        if let Some(v) = take(body, key, seen) {
-            if v.as_f64() != Some(0.0) {
-                return Err(InvalidRequest::unsupported(
-                    key,
-                    format!("`{key}` is not supported; omit it or pass 0"),
-                ));
-            }
-        }
-    }
     if let Some(v) = take(body, "logit_bias", seen) {
         if v.as_object().is_none_or(|m| !m.is_empty()) {
             return Err(InvalidRequest::unsupported(
@@ -178,10 +168,27 @@ fn sampling(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Samplin
         ),
         None => None,
     };
+    let mut penalty = |key: &str, min: f64, max: f64, default: f32| match take(body, key, seen) {
+        Some(v) => as_f32(v, key, min, max),
+        None => Ok(default),
+    };
+    let frequency_penalty = penalty("frequency_penalty", -2.0, 2.0, 0.0)?;
+    let presence_penalty = penalty("presence_penalty", -2.0, 2.0, 0.0)?;
+    let repetition_penalty = penalty("repetition_penalty", 0.01, 10.0, 1.0)?;
+    let dry_multiplier = penalty("dry_multiplier", 0.0, 10.0, 0.0)?;
+    let dry_base = penalty("dry_base", 1.0, 10.0, 1.75)?;
+    let dry_allowed_length = match take(body, "dry_allowed_length", seen) {
+        Some(v) => as_u32(v, "dry_allowed_length", 1, 100)?,
+        None => 2,
+    };
     Ok(SamplingParams {
         temperature,
         top_p,
         seed,
+        frequency_penalty,
+        presence_penalty,
+        repetition_penalty,
+        dry: (dry_multiplier > 0.0).then_some((dry_multiplier, dry_base, dry_allowed_length)),
     })
 }
 
@@ -545,7 +552,10 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
     }
     let parallel_tool_calls = match take(body, "parallel_tool_calls", &mut seen) {
         Some(v) => as_bool(v, "parallel_tool_calls")?,
-        None => true,
+        // A named tool choice asks for that one call: a second call is allowed only when the
+        // request says so, since a small model otherwise writes another call after the one
+        // asked for (often one that never ends, losing the first to the token limit).
+        None => !matches!(tool_choice, ToolChoiceRequest::Named(_)),
     };
     let format = response_format(body, &mut seen)?;
     let extension = guided(body, &mut seen)?;

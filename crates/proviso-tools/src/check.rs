@@ -28,6 +28,9 @@ pub enum Finish {
     Length,
     /// A content filter removed output.
     ContentFilter,
+    /// The decoder stopped the output because it degenerated into repetition: the text is
+    /// a fragment, as under `Length`, but a larger budget would not help.
+    Repetition,
 }
 
 impl Finish {
@@ -40,6 +43,7 @@ impl Finish {
             }
             "length" | "max_tokens" => Some(Self::Length),
             "content_filter" => Some(Self::ContentFilter),
+            "repetition" => Some(Self::Repetition),
             _ => None,
         }
     }
@@ -108,6 +112,18 @@ impl ToolGate {
                         Location::default(),
                     )
                     .with_next_step(NextStep::RetryWithLargerBudget)),
+                )
+            }
+            Finish::Repetition => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "repetition",
+                        "the output degenerated into repetition and was stopped; a fragment is never parsed",
+                        Location::default(),
+                    )
+                    .with_next_step(NextStep::Retry)),
                 )
             }
             Finish::ContentFilter => {

@@ -44,7 +44,8 @@ mod render;
 pub use check::{Finish, ToolGate};
 pub use error::ToolError;
 pub use format::{
-    CallFormat, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall, ToolChoice,
+    finite_arguments, CallFormat, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
+    ToolChoice,
 };
 pub use policy::{ArgumentPolicy, Budget, Policy, Role, Usage};
 pub use registry::{Registry, Tool, ToolSpec};

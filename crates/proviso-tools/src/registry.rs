@@ -50,6 +50,14 @@ impl ToolSpec {
         }
     }
 
+    /// The same tool with its arguments held to `parameters` instead (a narrower schema, as
+    /// a harness derives from what already ran).
+    #[must_use]
+    pub fn with_parameters(mut self, parameters: Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
     /// A tool whose arguments are the typed struct `A`; its schema is derived with
     /// `schemars`, so the struct the tool function receives and the schema the model is held
     /// to are one declaration.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use proviso_contract::{Contract, Verdict};
 use proviso_decode::{
     ChatTemplate, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
-    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, TokenId,
-    Tokenizer,
+    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, StopReason,
+    TokenId, Tokenizer,
 };
 use proviso_llama::{LlamaEngine, LlamaError, Model, RunOptions};
 use proviso_model::{FetchError, FetchEvent, DEFAULT_MODEL};
@@ -139,8 +139,10 @@ impl LocalModel {
     }
 
     /// Generates under `compiled` until `contract`'s gates accept, at most `attempts` times.
-    /// Each retry shows the model its rejected output and the gate's reason as a new user
-    /// turn. This is how `relax` stays safe: the grammar enforced a superset, the gates enforce
+    /// A retry after a rejected complete output shows the model that output and the gate's
+    /// reason as a new user turn; a retry after a `repetition` stop regenerates from the same
+    /// prompt with penalties against repetition on; an output cut by the token limit is not
+    /// retried, since the same budget would cut it again. This is how `relax` stays safe: the grammar enforced a superset, the gates enforce
     /// the rest, and nothing that fails the full contract is returned as accepted.
     /// `on_attempt` sees every generation and its verdict.
     ///
@@ -159,31 +161,49 @@ impl LocalModel {
         on_attempt: &mut dyn FnMut(usize, &Generation, &Verdict),
     ) -> Result<CheckedGeneration, LocalError> {
         let mut messages = messages.to_vec();
+        let mut options = options.clone();
         let attempts = attempts.max(1);
         let mut attempt = 1;
         loop {
             let prompt = self.prompt(&messages)?;
-            let generation = generator.generate(&prompt, Some(compiled), options)?;
+            let generation = generator.generate(&prompt, Some(compiled), &options)?;
             let verdict = judge(contract, &generation);
             on_attempt(attempt, &generation, &verdict);
-            let retry = match verdict.rejection() {
-                Some(rejection) if attempt < attempts => Some(format!(
-                    "That output was rejected by the {} gate ({}): {}. Answer again.",
-                    rejection.gate(),
-                    rejection.code(),
-                    rejection.message()
-                )),
-                _ => None,
+            let rejection = match verdict.rejection() {
+                Some(rejection) if attempt < attempts => rejection,
+                _ => {
+                    return Ok(CheckedGeneration {
+                        generation,
+                        verdict,
+                        attempt,
+                    })
+                }
             };
-            let Some(feedback) = retry else {
-                return Ok(CheckedGeneration {
-                    generation,
-                    verdict,
-                    attempt,
-                });
-            };
-            messages.push(Message::new("assistant", generation.text()));
-            messages.push(Message::new("user", feedback));
+            match generation.stop_reason {
+                // A loop is retried from the same prompt with penalties against repetition:
+                // showing the model its own loop would only prime it to loop again.
+                StopReason::Repetition => {
+                    options.sampling = options.sampling.against_repetition();
+                }
+                // The same budget would cut the same output again.
+                StopReason::Length => {
+                    return Ok(CheckedGeneration {
+                        generation,
+                        verdict,
+                        attempt,
+                    })
+                }
+                _ => {
+                    let feedback = format!(
+                        "That output was rejected by the {} gate ({}): {}. Answer again.",
+                        rejection.gate(),
+                        rejection.code(),
+                        rejection.message()
+                    );
+                    messages.push(Message::new("assistant", generation.text()));
+                    messages.push(Message::new("user", feedback));
+                }
+            }
             attempt += 1;
         }
     }

@@ -106,20 +106,30 @@ impl Proposer for LocalProposer<'_> {
             message: e.to_string(),
         })?;
         let compiled = self.prepare(request.grammar)?.clone();
-        // A rejected greedy step would come back unchanged: retries sample instead.
-        let sampling = if request.retry > 0 && self.sampling.temperature == 0.0 {
-            Sampling {
-                temperature: 0.7,
-                top_p: 0.95,
-                seed: self.sampling.seed.wrapping_add(u64::from(request.retry)),
-                ..self.sampling
-            }
+        // A rejected greedy step would come back unchanged: retries sample instead, except
+        // after a loop, where greedy decoding with penalties against repetition is the
+        // better remedy (sampling a small model's loop mostly yields noise).
+        let sampling =
+            if request.retry > 0 && self.sampling.temperature == 0.0 && !request.against_repetition
+            {
+                Sampling {
+                    temperature: 0.7,
+                    top_p: 0.95,
+                    seed: self.sampling.seed.wrapping_add(u64::from(request.retry)),
+                    ..self.sampling
+                }
+            } else {
+                self.sampling
+            };
+        let sampling = if request.against_repetition {
+            sampling.against_repetition()
         } else {
-            self.sampling
+            sampling
         };
         let options = GenerateOptions {
             max_tokens: request.max_tokens,
             sampling,
+            avoid: request.avoid.to_vec(),
             ..GenerateOptions::default()
         };
         let generation = self

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use proviso_contract::{Contract, Intent};
 use proviso_decode::{
-    CompileOptions, Compiled, ConstraintError, ConstraintSpec, GenerateOptions, Generator, Message,
-    Sampling, StopReason, TokenId,
+    CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, GenerateOptions, Generator,
+    Message, Sampling, StopReason, TokenId,
 };
 use proviso_llama::{LlamaEngine, RunOptions};
 use proviso_server::{
@@ -241,6 +241,17 @@ impl LocalBackend {
                 static NEXT: AtomicU64 = AtomicU64::new(0x5eed);
                 NEXT.fetch_add(0x9e37_79b9, Ordering::Relaxed)
             }),
+            frequency_penalty: request.sampling.frequency_penalty,
+            presence_penalty: request.sampling.presence_penalty,
+            repetition_penalty: request.sampling.repetition_penalty,
+            dry: request
+                .sampling
+                .dry
+                .map(|(multiplier, base, allowed_length)| Dry {
+                    multiplier,
+                    base,
+                    allowed_length: allowed_length as usize,
+                }),
         };
         Ok(GenerateOptions {
             max_tokens,
@@ -487,9 +498,13 @@ impl Worker for LocalWorker {
             let mut rejections = Vec::new();
             let mut completion_tokens = 0;
             let mut attempt = 0;
+            let mut against_repetition = false;
             loop {
                 attempt += 1;
                 let mut options = job.options.clone();
+                if against_repetition {
+                    options.sampling = options.sampling.against_repetition();
+                }
                 options.sampling.seed = options
                     .sampling
                     .seed
@@ -545,6 +560,21 @@ impl Worker for LocalWorker {
                 if generation.stop_reason == StopReason::Length {
                     choices.push(ChoiceResult {
                         finish_reason: FinishReason::Length,
+                        ..base
+                    });
+                    break;
+                }
+                // A loop is retried with penalties against repetition while attempts remain
+                // and nothing was streamed; otherwise the fragment is returned as text with
+                // its own finish reason.
+                if generation.stop_reason == StopReason::Repetition {
+                    if attempt < self.attempts && !sent_any {
+                        rejections.push("transport".to_owned());
+                        against_repetition = true;
+                        continue;
+                    }
+                    choices.push(ChoiceResult {
+                        finish_reason: FinishReason::Repetition,
                         ..base
                     });
                     break;

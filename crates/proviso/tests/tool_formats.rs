@@ -86,12 +86,7 @@ fn every_format_generates_parses_and_round_trips() {
                 Turn::new("user", "Which arms of trial NCT04123456 were terminated?"),
             ];
             let proposed = proposer
-                .propose(&ProposeRequest {
-                    messages: &messages,
-                    grammar: &grammar,
-                    max_tokens: 120,
-                    retry: 0,
-                })
+                .propose(&ProposeRequest::new(&messages, &grammar, 120))
                 .unwrap();
             println!(
                 "{format} {choice:?}: {:?} ({})",
@@ -154,12 +149,7 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
             Turn::new("user", "Say hello."),
         ];
         let proposed = proposer
-            .propose(&ProposeRequest {
-                messages: &messages,
-                grammar: &grammar,
-                max_tokens: 60,
-                retry: 0,
-            })
+            .propose(&ProposeRequest::new(&messages, &grammar, 60))
             .unwrap();
         println!(
             "{format} auto: {:?} ({})",

@@ -112,6 +112,111 @@ impl CallFormat {
     }
 }
 
+impl CallFormat {
+    /// The text that identifies a call to `name` with `arguments` in this format, as its
+    /// grammar makes the model write it (fixed separators; keys in the order given): the
+    /// decoder can be told to avoid it, so a call that already ran is not written again.
+    #[must_use]
+    pub fn call_text(self, name: &str, arguments: &serde_json::Map<String, Value>) -> String {
+        let written = crate::render::write_call(self, name, arguments);
+        match self {
+            // The envelope writes `reasoning` and `intent` first: the call is the tail.
+            Self::Envelope => written
+                .find("\"tool\": ")
+                .map_or_else(|| written.clone(), |at| written[at..].to_owned()),
+            // A Hermes call without its tags; a pythonic call without the list brackets, so
+            // it matches in either position of a parallel step.
+            Self::Hermes => written
+                .trim_start_matches("<tool_call>\n")
+                .trim_end_matches("\n</tool_call>")
+                .to_owned(),
+            Self::Llama3 => written,
+            Self::Pythonic => written
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+        }
+    }
+}
+
+/// Every argument object a tool's schema admits, when there are few: each property is an
+/// `enum`, a `const` or a boolean, optional properties may be absent, and nothing else may
+/// appear (`additionalProperties: false`). `None` when the set is open or larger than
+/// `limit`. A harness uses it to take a call that already ran out of the grammar itself,
+/// and a tool whose every call ran out of the choice.
+#[must_use]
+pub fn finite_arguments(
+    schema: &Value,
+    limit: usize,
+) -> Option<Vec<serde_json::Map<String, Value>>> {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let allowed = [
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "description",
+        "title",
+    ];
+    if schema
+        .as_object()?
+        .keys()
+        .any(|k| !allowed.contains(&k.as_str()))
+    {
+        return None;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let empty = serde_json::Map::new();
+    let properties = match schema.get("properties") {
+        Some(Value::Object(p)) => p,
+        None => &empty,
+        Some(_) => return None,
+    };
+    let mut out = vec![serde_json::Map::new()];
+    for (name, property) in properties {
+        let values: Vec<Value> = if let Some(Value::Array(e)) = property.get("enum") {
+            e.clone()
+        } else if let Some(c) = property.get("const") {
+            vec![c.clone()]
+        } else if property.get("type").and_then(Value::as_str) == Some("boolean") {
+            vec![Value::Bool(false), Value::Bool(true)]
+        } else {
+            return None;
+        };
+        // A value its other keywords might refuse is left to the gates: only plain
+        // enumerations are taken as exact.
+        if property.as_object().is_some_and(|p| {
+            p.keys()
+                .any(|k| !["enum", "const", "type", "description", "title"].contains(&k.as_str()))
+        }) {
+            return None;
+        }
+        let optional = !required.contains(&name.as_str());
+        let mut next = Vec::new();
+        for partial in &out {
+            if optional {
+                next.push(partial.clone());
+            }
+            for v in &values {
+                let mut m = partial.clone();
+                m.insert(name.clone(), v.clone());
+                next.push(m);
+            }
+            if next.len() > limit {
+                return None;
+            }
+        }
+        out = next;
+    }
+    (out.len() <= limit).then_some(out)
+}
+
 impl fmt::Display for CallFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
