@@ -163,6 +163,11 @@ impl SourceStore {
         Ok(store)
     }
 
+    /// Every document of every source (in no particular order).
+    pub fn documents(&self) -> impl Iterator<Item = &SourceDocument> {
+        self.documents.values().flatten()
+    }
+
     /// The versions of a source.
     #[must_use]
     pub fn versions(&self, source_id: &str) -> &[SourceDocument] {
@@ -255,6 +260,17 @@ impl EvidencePolicy {
             claims,
             units,
         })
+    }
+
+    /// The numbers `text` states as the gate reads them (normalised: `1,200.50` is
+    /// `1200.5`), each with its unit when one of the declared units follows it. A grammar
+    /// that offers only these numbers for a claim offers only what the gate will accept.
+    #[must_use]
+    pub fn stated_numbers(&self, text: &str) -> Vec<(String, Option<String>)> {
+        mentions(text, &self.units)
+            .into_iter()
+            .map(|m| (m.value, m.unit))
+            .collect()
     }
 
     /// Checks `answer` against `store`, returning every problem found.

@@ -149,7 +149,9 @@ pub fn agent(kind: DemoKind, format: CallFormat) -> Result<Agent, DemoError> {
                 answer_contract: Some(contract),
                 // One lookup that returned lines is enough to answer from: the next step is
                 // steered to a cited answer instead of more lookups.
-                steering: Steering::default().evidence_tools(["search_trials", "get_arm", "get_document"]),
+                steering: Steering::default()
+                    .evidence_tools(["search_trials", "get_arm", "get_document"])
+                    .ground_arguments(true),
                 ..AgentConfig::default()
             };
             Ok(Agent::new(toolbox, config)?)
@@ -176,7 +178,9 @@ pub fn agent(kind: DemoKind, format: CallFormat) -> Result<Agent, DemoError> {
                 max_tokens_per_step: 320,
                 call_before_answer: true,
                 answer_contract: Some(contract),
-                steering: Steering::default().evidence_tools(["read_policy", "search_policy"]),
+                steering: Steering::default()
+                    .evidence_tools(["read_policy", "search_policy"])
+                    .ground_arguments(true),
                 ..AgentConfig::default()
             };
             Ok(Agent::new(toolbox, config)?)

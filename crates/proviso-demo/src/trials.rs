@@ -204,9 +204,23 @@ impl TrialCorpus {
         for d in &documents {
             add(&d.doc_id, DOCUMENT_VERSION, &d.trial_id, document_lines(d));
         }
+        // Each line is indexed with its source's title, so a search for a drug finds the
+        // sentences of its documents that do not repeat the drug's name.
+        let titles: std::collections::HashMap<&str, String> = trials
+            .iter()
+            .map(|t| (t.trial_id.as_str(), t.title.clone()))
+            .chain(
+                documents
+                    .iter()
+                    .map(|d| (d.doc_id.as_str(), d.title.clone())),
+            )
+            .collect();
         let texts: Vec<String> = lines
             .iter()
-            .map(|l| format!("{} {}", l.source_id, l.text))
+            .map(|l| {
+                let title = titles.get(l.source_id.as_str()).map_or("", String::as_str);
+                format!("{} {title} {}", l.source_id, l.text)
+            })
             .collect();
         Self {
             index: TextIndex::new(&texts),
@@ -396,7 +410,7 @@ pub fn toolbox(corpus: Arc<TrialCorpus>) -> Result<Toolbox, ToolError> {
                     "query": {"type": "string", "minLength": 2, "maxLength": 80, "description": "Words to search for, e.g. a drug, condition or event."}},
                     "required": ["query"], "additionalProperties": false}),
             ),
-            move |a| Ok(search.search(&text(a, "query"), 4)),
+            move |a| Ok(search.search(&text(a, "query"), 5)),
         )?
         .bind(
             ToolSpec::new(

@@ -419,6 +419,8 @@ pub struct Agent {
     grammar: CallGrammar,
     first_grammar: Option<CallGrammar>,
     system: String,
+    /// The tools' names and descriptions: the words of the agent's domain.
+    domain: String,
     counters: Arc<Counters>,
 }
 
@@ -446,8 +448,20 @@ impl Agent {
         } else {
             None
         };
+        let domain = registry
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} {}",
+                    t.spec().name().replace('_', " "),
+                    t.spec().description()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
         let gate = ToolGate::new(registry, config.format, config.policy.clone());
         Ok(Self {
+            domain,
             toolbox,
             config,
             gate,
@@ -582,17 +596,44 @@ impl Agent {
                 Err(rejection) => Some(rejection),
                 Ok(Intent::ToolRequest { calls, .. }) => {
                     in_a_row = 0;
+                    let first_of_step = executed.len();
                     for call in calls {
-                        let done = self.dispatch(step, call, &mut usage);
+                        // A call written twice in one step runs once: the second gets the
+                        // first one's outcome, so nothing runs twice.
+                        let earlier = executed[first_of_step..].iter().find(|e: &&ExecutedCall| {
+                            e.call.name() == call.name() && e.call.arguments() == call.arguments()
+                        });
+                        let done = match earlier {
+                            Some(e) => ExecutedCall {
+                                step,
+                                call,
+                                outcome: e.outcome.clone(),
+                                duration_ms: 0,
+                            },
+                            None => self.dispatch(step, call, &mut usage),
+                        };
                         observer.event(&Event::ToolResult {
                             step,
                             executed: &done,
                         });
-                        messages.push(Turn::new(
-                            "tool",
-                            json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": done.outcome})
-                                .to_string(),
-                        ));
+                        // A call repeated within the step points at the first one's result
+                        // instead of copying it into the conversation again.
+                        let same_as = executed[first_of_step..]
+                            .iter()
+                            .find(|e| {
+                                e.call.name() == done.call.name()
+                                    && e.call.arguments() == done.call.arguments()
+                            })
+                            .and_then(|e| e.call.id().map(str::to_owned));
+                        let content = match same_as {
+                            Some(first) => {
+                                json!({"call_id": done.call.id(), "tool": done.call.name(), "same_result_as": first})
+                            }
+                            None => {
+                                json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": done.outcome})
+                            }
+                        };
+                        messages.push(Turn::new("tool", content.to_string()));
                         executed.push(done);
                     }
                     None
@@ -732,25 +773,51 @@ impl Agent {
         // A choice that requires a call (declared, or until the first lookup) is never
         // turned into a finish.
         let may_finish = matches!(choice, ToolChoice::Auto);
+        // The lines an answer could cite, when answers are grounded: evidence counts as
+        // gathered only once there is something to cite.
+        let candidates: Option<Vec<Value>> = match (
+            steering.ground_answers,
+            &self.config.answer_contract,
+            &self.config.grammar.answer,
+        ) {
+            (true, Some(contract), Some(_)) if contract.evidence_policy().is_some() => {
+                contract.source_store().map(|store| {
+                    let observed = steer::observed_citations(executed, store);
+                    let relevant = steer::on_subject(&observed, question, store, &self.domain);
+                    steer::rank_citations(&relevant, question, CITABLE_LINES)
+                })
+            }
+            _ => None,
+        };
+        let citable = candidates.as_ref().is_none_or(|c| !c.is_empty());
         let mut finish = None;
         if may_finish {
             let evidence = executed.iter().any(|e| {
                 matches!(e.outcome, ToolOutcome::Ok { .. })
                     && steering.evidence_tools.iter().any(|t| t == e.call.name())
             });
-            if steering.finish_after_rejection && in_a_row > 0 {
+            if steering.finish_after_rejection && in_a_row > 0 && citable {
                 finish = Some(FinishCause::Rejected);
             } else if steering.finish_on_last_step
                 && self.config.policy.budget.max_steps == Some(step)
             {
                 finish = Some(FinishCause::LastStep);
-            } else if evidence {
+            } else if evidence && citable {
                 finish = Some(FinishCause::Evidence);
             }
         }
         let mut plan = StepPlan::default();
         let mut narrowed_registry = None;
         let mut avoid = Vec::new();
+        // Arguments are grounded first, so that a grounded argument space that is now
+        // finite has the calls that already ran taken out of it.
+        let grounded_registry = if steering.ground_arguments && finish.is_none() {
+            steer::ground_arguments(registry, question, executed)
+        } else {
+            None
+        };
+        plan.grounded_arguments = grounded_registry.is_some();
+        let registry = grounded_registry.as_ref().unwrap_or(registry);
         if finish.is_none() && steering.exclude_repeated_calls && !executed.is_empty() {
             let narrowed = steer::narrow(registry, self.config.format, executed);
             let named_gone = match &choice {
@@ -772,28 +839,33 @@ impl Agent {
             }
         }
         if finish.is_some() {
+            plan.grounded_arguments = false;
+        }
+        let mut options = GrammarOptions {
+            ..self.config.grammar.clone()
+        };
+        if finish.is_some() {
             choice = ToolChoice::None;
             avoid.clear();
             plan.avoided.clear();
+            // With lines to cite, a step steered to finish answers: a small model otherwise
+            // takes the abort it is offered with a meaningless reason.
+            if candidates.as_ref().is_some_and(|c| !c.is_empty()) {
+                options.allow_clarification = false;
+            }
         }
         plan.finish = finish;
         plan.choice = steer::choice_name(&choice);
-        let mut options = GrammarOptions {
-            choice: choice.clone(),
-            ..self.config.grammar.clone()
-        };
-        if steering.ground_answers && !matches!(choice, ToolChoice::Required | ToolChoice::Named(_))
-        {
-            if let (Some(contract), Some(answer)) =
-                (&self.config.answer_contract, &self.config.grammar.answer)
-            {
-                if let Some(store) = contract.source_store() {
-                    let observed = steer::observed_citations(executed, store);
-                    let candidates = steer::rank_citations(&observed, question, CITABLE_LINES);
-                    if let Some(grounded) = steer::grounded_answer(answer, contract, &candidates) {
-                        plan.citable_lines = Some(candidates.len());
-                        options.answer = Some(grounded);
-                    }
+        options.choice = choice.clone();
+        if !matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
+            if let (Some(contract), Some(answer), Some(candidates)) = (
+                &self.config.answer_contract,
+                &self.config.grammar.answer,
+                &candidates,
+            ) {
+                if let Some(grounded) = steer::grounded_answer(answer, contract, candidates) {
+                    plan.citable_lines = Some(candidates.len());
+                    options.answer = Some(grounded);
                 }
             }
         }

@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 
 use proviso_contract::{Claim, Contract, EvidencePolicy, SourceStore};
-use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
+use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice, ToolSpec};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -30,7 +30,9 @@ use crate::agent::ExecutedCall;
 use crate::toolbox::ToolOutcome;
 
 /// Most argument objects a tool may admit for the harness to enumerate them in the grammar.
-const FINITE_LIMIT: usize = 32;
+const FINITE_LIMIT: usize = 300;
+/// Most values a grounded free-text argument is enumerated into (beyond it, a pattern).
+const MAX_QUERIES: usize = 255;
 /// Most observed lines offered as citations in one answer grammar.
 const MAX_CANDIDATES: usize = 48;
 
@@ -50,6 +52,10 @@ pub struct Steering {
     /// When the answer contract checks evidence, build the answer grammar from the lines
     /// tools returned in this run.
     pub ground_answers: bool,
+    /// Hold free-text tool arguments (strings without `enum`, `const`, `pattern` or
+    /// `format`, such as a search query) to the words of the question. Off by default: it
+    /// suits lookups, not tools that write new text.
+    pub ground_arguments: bool,
 }
 
 impl Default for Steering {
@@ -60,6 +66,7 @@ impl Default for Steering {
             finish_on_last_step: true,
             evidence_tools: Vec::new(),
             ground_answers: true,
+            ground_arguments: false,
         }
     }
 }
@@ -74,7 +81,15 @@ impl Steering {
             finish_on_last_step: false,
             evidence_tools: Vec::new(),
             ground_answers: false,
+            ground_arguments: false,
         }
+    }
+
+    /// Sets [`Steering::ground_arguments`].
+    #[must_use]
+    pub fn ground_arguments(mut self, on: bool) -> Self {
+        self.ground_arguments = on;
+        self
     }
 
     /// Sets [`Steering::evidence_tools`].
@@ -167,6 +182,9 @@ pub struct StepPlan {
     /// answer is not grounded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub citable_lines: Option<usize>,
+    /// Whether free-text arguments were held to the question's words.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub grounded_arguments: bool,
 }
 
 impl StepPlan {
@@ -177,6 +195,7 @@ impl StepPlan {
             && self.excluded.is_empty()
             && self.exhausted.is_empty()
             && self.citable_lines.is_none()
+            && !self.grounded_arguments
     }
 }
 
@@ -366,7 +385,8 @@ fn schema_at<'a>(schema: &'a mut Value, pointer: &str) -> Option<&'a mut Value> 
     Some(here)
 }
 
-/// Numbers as the evidence gate reads them, in the order the quotes state them.
+/// Numbers as written, in the order the quotes state them.
+#[cfg(test)]
 fn numbers_in(quotes: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for quote in quotes {
@@ -424,6 +444,10 @@ fn words(text: &str) -> Vec<&str> {
 /// a plural `s` dropped, then the first five characters.
 fn stem(word: &str) -> String {
     let lower = word.to_lowercase();
+    // An id is a name: `NCT04123456` must not meet `NCT04890123`.
+    if lower.chars().any(|c| c.is_ascii_digit()) {
+        return lower;
+    }
     let singular = match lower.strip_suffix('s') {
         Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
         _ => lower.as_str(),
@@ -431,12 +455,17 @@ fn stem(word: &str) -> String {
     singular.chars().take(5).collect()
 }
 
-/// The content words of `text`, stemmed, in order.
+/// The content words of `text`, stemmed, in order. A capital letter standing alone after
+/// the first word is a label (`Arm A`), not the article `a`.
 fn content_stems(text: &str) -> Vec<String> {
     words(text)
         .into_iter()
-        .filter(|w| !FUNCTION_WORDS.contains(&w.to_lowercase().as_str()))
-        .map(stem)
+        .enumerate()
+        .filter(|(i, w)| {
+            let label = *i > 0 && w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase());
+            label || !FUNCTION_WORDS.contains(&w.to_lowercase().as_str())
+        })
+        .map(|(_, w)| stem(w))
         .collect()
 }
 
@@ -444,27 +473,24 @@ fn content_stems(text: &str) -> Vec<String> {
 /// evidence.
 fn asks_quantity(question: &str) -> bool {
     let q = question.to_lowercase();
-    [
+    let how = [
         "how many",
         "how much",
         "how long",
         "how often",
         "how old",
-        "percentage",
-        "limit",
-        "number of",
-        "amount",
-        "maximum",
-        "minimum",
-        "longest",
-        "shortest",
-        "cost",
-        "price",
-        "dose",
         "within how",
-    ]
-    .iter()
-    .any(|k| q.contains(k))
+        "percentage",
+        "number of",
+    ];
+    // A `what is the … limit` question asks for the amount; `is … included in the limit`
+    // does not.
+    let what = ["what is", "what's", "what are", "which is"];
+    let measure = [
+        "limit", "amount", "maximum", "minimum", "longest", "shortest", "cost", "price", "dose",
+    ];
+    how.iter().any(|k| q.contains(k))
+        || (what.iter().any(|k| q.starts_with(k)) && measure.iter().any(|k| q.contains(k)))
 }
 
 /// How well a line answers `question`: one point per content word of the question it
@@ -481,14 +507,103 @@ fn relevance(question: &[String], quantity: bool, line: &str) -> usize {
         .windows(2)
         .filter(|w| pairs.contains(&(&w[0], &w[1])))
         .count();
-    if quantity && line.chars().any(|c| c.is_ascii_digit()) {
+    // A number, not an id that contains digits.
+    if quantity
+        && words(line)
+            .iter()
+            .any(|w| w.chars().all(|c| c.is_ascii_digit()))
+    {
         score += 1;
     }
     score
 }
 
-/// The candidates that answer `question` best, best first (at most `keep`); every
-/// candidate, in order, when none shares a word with it.
+/// The candidates whose source states the specific words of `question`: the words that
+/// appear in few sources of `store` (at most a quarter of them). The source must state
+/// every id among them, or, without one, at least half of them. A line about another drug or
+/// another trial is dropped however well it matches the rest of the question, so a true
+/// line does not answer the wrong subject. Words of `domain` (the tools' names and
+/// descriptions) are never specific.
+#[must_use]
+pub fn on_subject(
+    candidates: &[Value],
+    question: &str,
+    store: &SourceStore,
+    domain: &str,
+) -> Vec<Value> {
+    // Words the tools' own declarations use (`trial`, `arm`, `policy`) name the domain, not
+    // a subject within it.
+    let domain: BTreeSet<String> = content_stems(domain).into_iter().collect();
+    // Each source's words, over all its versions.
+    let mut sources: std::collections::BTreeMap<&str, BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for d in store.documents() {
+        sources
+            .entry(d.source_id())
+            .or_default()
+            .extend(d.lines().iter().flat_map(|l| content_stems(l)));
+    }
+    // A store of a few sources has no subjects to tell apart.
+    if sources.len() < 4 {
+        return candidates.to_vec();
+    }
+    let limit = sources.len() / 4;
+    // Each specific word with its weight: the rarer, the more it names the subject.
+    let specific: Vec<(String, f64)> = content_stems(question)
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|stem| {
+            let n = sources
+                .values()
+                .filter(|stems| stems.contains(&stem))
+                .count();
+            // An id is specific however many sources mention it.
+            let id = stem.chars().any(|c| c.is_ascii_digit());
+            let specific = id || (n <= limit && !domain.contains(&stem));
+            (n > 0 && specific).then(|| (stem, 1.0 / n as f64))
+        })
+        .collect();
+    // An id in the question names the subject: the source must state it. Without one, the
+    // source must state specific words carrying at least half of their weight (a rare
+    // word such as `trial`, in a corpus that says `study`, may be missing; the drug's name
+    // may not).
+    type Weighted<'a> = Vec<&'a (String, f64)>;
+    let (ids, names): (Weighted<'_>, Weighted<'_>) = specific
+        .iter()
+        .partition(|(s, _)| s.chars().any(|c| c.is_ascii_digit()));
+    let total: f64 = names.iter().map(|(_, w)| w).sum();
+    candidates
+        .iter()
+        .filter(|c| {
+            let id = c.get("source_id").and_then(Value::as_str).unwrap_or("");
+            sources.get(id).is_some_and(|stems| {
+                if ids.is_empty() {
+                    let stated: f64 = names
+                        .iter()
+                        .filter(|(s, _)| stems.contains(s))
+                        .map(|(_, w)| w)
+                        .sum();
+                    names.is_empty() || stated * 2.0 >= total
+                } else {
+                    ids.iter().all(|(s, _)| stems.contains(s))
+                }
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// How many distinct content words `text` has.
+fn distinct_words(text: &str) -> usize {
+    content_stems(text)
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// The candidates that answer `question` best, best first (at most `keep`); none when no
+/// line states enough of the question to answer it.
 #[must_use]
 pub fn rank_citations(candidates: &[Value], question: &str, keep: usize) -> Vec<Value> {
     let terms = content_stems(question);
@@ -501,8 +616,12 @@ pub fn rank_citations(candidates: &[Value], question: &str, keep: usize) -> Vec<
             (relevance(&terms, quantity, quote), i, c)
         })
         .collect();
-    if scored.iter().all(|(s, _, _)| *s == 0) {
-        return candidates.iter().take(keep).cloned().collect();
+    // A line must state two of the question's words (or all of them, for a question of
+    // one): a line that only names the subject says something, but not the answer.
+    let least = distinct_words(question).min(2);
+    scored.retain(|(s, _, _)| *s >= least.max(1));
+    if scored.is_empty() {
+        return Vec::new();
     }
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     // Lines that answer less than half as well as the best are dropped: a small model
@@ -510,7 +629,7 @@ pub fn rank_citations(candidates: &[Value], question: &str, keep: usize) -> Vec<
     let best = scored[0].0;
     scored
         .into_iter()
-        .filter(|(s, _, _)| *s > 0 && s * 2 > best)
+        .filter(|(s, _, _)| s * 2 > best)
         .take(keep)
         .map(|(_, _, c)| c.clone())
         .collect()
@@ -539,26 +658,242 @@ fn extracts(quote: &str) -> Vec<String> {
 /// start up to a clause boundary (or the whole line), and extracts are joined by spaces.
 /// The answer restates what the lines say with their subject, and cannot add a word, a
 /// number or a combination they do not contain.
-fn extractive_pattern(quotes: &[&str]) -> String {
-    let mut alternatives: Vec<String> = quotes
+fn extractive_pattern(quotes: &[&str], max_extracts: usize) -> String {
+    // One group per cited line, in citation order; the answer takes extracts from some of
+    // them, in that order, each line at most once. A count bound, not a length bound: the
+    // decoder's regex engine cannot always decide a long alternation under a length limit.
+    let groups: Vec<String> = quotes
         .iter()
-        .flat_map(|q| extracts(q))
-        .map(|e| regex_escape(&e))
+        .map(|q| {
+            let mut alternatives: Vec<String> =
+                extracts(q).iter().map(|e| regex_escape(e)).collect();
+            alternatives.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+            format!("(?:{})", alternatives.join("|"))
+        })
         .collect();
-    alternatives.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-    alternatives.dedup();
-    let extract = format!("(?:{})", alternatives.join("|"));
-    format!("^{extract}(?: {extract})*$")
+    let max = max_extracts.max(1);
+    let mut starts: Vec<String> = Vec::new();
+    // The answer starts with the first cited line (the best one).
+    for first in 0..groups.len().min(1) {
+        let rest: Vec<String> = groups[first + 1..]
+            .iter()
+            .take(max - 1)
+            .map(|g| format!("(?: {g})?"))
+            .collect();
+        starts.push(format!("{}{}", groups[first], rest.join("")));
+    }
+    format!("^(?:{})$", starts.join("|"))
+}
+
+/// A pattern for a short free-text value (a search query) made of the words of `text` and
+/// function words, at most `max_words` of them, separated by spaces: the value can only
+/// The question's content words, in order, each once.
+fn query_words(text: &str) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    words(text)
+        .into_iter()
+        .filter(|w| !FUNCTION_WORDS.contains(&w.to_lowercase().as_str()))
+        .filter(|w| seen.insert(w.to_lowercase()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every run of `words` in order with some skipped (at most `max_words` long), longest
+/// first; `None` when there would be more than [`MAX_QUERIES`]. As an `enum`, a query
+/// that already ran can be taken out of the grammar.
+fn queries(words: &[String], max_words: usize) -> Option<Vec<String>> {
+    if words.len() > 8 {
+        return None;
+    }
+    let mut out: Vec<Vec<&str>> = Vec::new();
+    for mask in 1_u32..(1 << words.len()) {
+        let picked: Vec<&str> = words
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, w)| w.as_str())
+            .collect();
+        // At least half of the words: a one-word query rarely finds the line.
+        if picked.len() <= max_words && picked.len() * 2 >= words.len() {
+            out.push(picked);
+        }
+    }
+    if out.len() > MAX_QUERIES {
+        return None;
+    }
+    out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    Some(out.into_iter().map(|q| q.join(" ")).collect())
+}
+
+/// name what the conversation named.
+fn words_pattern(text: &str, max_words: usize) -> Option<String> {
+    // Content words only, in the question's order, each at most once: a function word is
+    // never what a search needs, and a small model left free writes `the the the` or
+    // `adverse adverse adverse`.
+    let mut seen = BTreeSet::new();
+    let content: Vec<String> = words(text)
+        .into_iter()
+        .filter(|w| !FUNCTION_WORDS.contains(&w.to_lowercase().as_str()))
+        .filter(|w| seen.insert(w.to_lowercase()))
+        .map(|w| {
+            let lower = w.to_lowercase();
+            if lower == w {
+                regex_escape(w)
+            } else {
+                format!("(?:{}|{})", regex_escape(w), regex_escape(&lower))
+            }
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    // A query is a run of these words in order, some skipped: one alternative per first
+    // word, each later word optional (quadratic in the words, never exponential).
+    let starts: Vec<String> = (0..content.len())
+        .map(|first| {
+            let rest: String = content[first + 1..]
+                .iter()
+                .take(max_words.saturating_sub(1))
+                .map(|w| format!("(?: {w})?"))
+                .collect();
+            format!("{}{rest}", content[first])
+        })
+        .collect();
+    Some(format!("^(?:{})$", starts.join("|")))
+}
+
+/// Whether a property schema is free text: a string with no `enum`, `const`, `pattern` or
+/// `format`.
+fn is_free_text(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("string")
+        && ["enum", "const", "pattern", "format"]
+            .iter()
+            .all(|k| schema.get(k).is_none())
+}
+
+/// The strings of `value`, at any depth.
+fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The values in `texts` that match `pattern` whole: identifiers the conversation named
+/// (a trial id in the question, a document id in a search result).
+fn named_values(pattern: &str, texts: &[&str]) -> Vec<String> {
+    let Ok(re) = regex::Regex::new(pattern) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for text in texts {
+        let mut candidates: Vec<&str> = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+            .filter(|t| !t.is_empty())
+            .collect();
+        candidates.push(text);
+        for t in candidates {
+            if t.len() <= 120 && re.is_match(t) && !out.iter().any(|o| o == t) {
+                out.push(t.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// `registry` with arguments held to what the conversation named: a free-text argument
+/// (such as a search query) to content words of `question` (at most eight), and an
+/// argument with a `pattern` (such as an id) to the values in the question or in tool
+/// results that match it, when there are any. A small model otherwise fills a query with
+/// a loop of invented words and an id with invented digits. Only the grammar is narrowed;
+/// the gates check the declared schemas.
+pub(crate) fn ground_arguments(
+    registry: &Registry,
+    question: &str,
+    executed: &[ExecutedCall],
+) -> Option<Registry> {
+    let words = words_pattern(question, 8);
+    let enumerated = queries(&query_words(question), 8);
+    let mut texts: Vec<&str> = vec![question];
+    for call in executed {
+        if let ToolOutcome::Ok { result } = &call.outcome {
+            strings(result, &mut texts);
+        }
+    }
+    let mut changed = false;
+    let specs: Vec<ToolSpec> = registry
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec().clone();
+            let mut parameters = spec.parameters().clone();
+            if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+                for property in properties.values_mut() {
+                    let named = match property.get("pattern").and_then(Value::as_str) {
+                        Some(p) if property.get("enum").is_none() => named_values(p, &texts),
+                        _ => Vec::new(),
+                    };
+                    let Some(map) = property.as_object_mut() else {
+                        continue;
+                    };
+                    if !named.is_empty() {
+                        map.remove("minLength");
+                        map.remove("maxLength");
+                        map.remove("pattern");
+                        map.insert("enum".into(), json!(named));
+                        changed = true;
+                    } else if is_free_text(&Value::Object(map.clone())) {
+                        let bounds = (
+                            map.get("minLength").and_then(Value::as_u64).unwrap_or(0),
+                            map.get("maxLength")
+                                .and_then(Value::as_u64)
+                                .unwrap_or(u64::MAX),
+                        );
+                        let fits = |q: &String| {
+                            let n = q.chars().count() as u64;
+                            n >= bounds.0 && n <= bounds.1
+                        };
+                        if let Some(all) = &enumerated {
+                            let values: Vec<&String> = all.iter().filter(|q| fits(q)).collect();
+                            if values.is_empty() {
+                                continue;
+                            }
+                            map.remove("minLength");
+                            map.remove("maxLength");
+                            map.insert("enum".into(), json!(values));
+                            changed = true;
+                        } else if let Some(pattern) = &words {
+                            map.remove("minLength");
+                            map.remove("maxLength");
+                            map.insert("pattern".into(), json!(pattern));
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            spec.with_parameters(parameters)
+        })
+        .collect();
+    if !changed {
+        return None;
+    }
+    Registry::new(specs).ok()
 }
 
 /// Most citation sets one grounded answer grammar enumerates.
 const MAX_CITATION_SETS: usize = 16;
 
-/// The ordered subsets of `items` with 1 to `max` elements, smallest first, at most `limit`.
+/// The ordered subsets of `items` with 1 to `max` elements that begin with the first item,
+/// smallest first, at most `limit`: the best line is always cited, the model chooses which
+/// others to add.
 fn subsets<T: Clone>(items: &[T], max: usize, limit: usize) -> Vec<Vec<T>> {
-    let mut out: Vec<Vec<T>> = Vec::new();
-    let mut layer: Vec<(Vec<T>, usize)> = vec![(Vec::new(), 0)];
-    for _ in 0..max.min(items.len()) {
+    let Some(first) = items.first() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Vec<T>> = vec![vec![first.clone()]];
+    let mut layer: Vec<(Vec<T>, usize)> = vec![(vec![first.clone()], 1)];
+    for _ in 1..max.min(items.len()) {
         let mut next = Vec::new();
         for (set, from) in &layer {
             for (i, item) in items.iter().enumerate().skip(*from) {
@@ -621,7 +956,6 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) ->
         .iter()
         .filter_map(|c| c.get("quote").and_then(Value::as_str))
         .collect();
-    let numbers = numbers_in(&quotes);
     {
         let citations = schema_at(&mut schema, &policy.citations)?;
         *citations = json!({"const": cited});
@@ -629,7 +963,7 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) ->
     let mut first = vec![policy.citations.clone()];
     for claim in &policy.claims {
         match claim {
-            Claim::Amount { pointer, .. } => {
+            Claim::Amount { pointer, unit } => {
                 let Some(target) = schema_at(&mut schema, pointer) else {
                     continue;
                 };
@@ -643,12 +977,24 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) ->
                     Some(t) => t != "number",
                     None => false,
                 };
-                let mut values: Vec<Value> = numbers
+                // Only numbers the lines state in the claim's unit, as the gate reads them.
+                let stated: Vec<String> = quotes
+                    .iter()
+                    .flat_map(|q| policy.stated_numbers(q))
+                    .filter(|(_, u)| u.as_deref() == Some(unit.as_str()))
+                    .map(|(n, _)| n)
+                    .collect();
+                let mut values: Vec<Value> = Vec::new();
+                for n in stated
                     .iter()
                     .filter(|n| !integer_only || !n.contains('.'))
                     .filter_map(|n| serde_json::from_str::<Value>(n).ok())
                     .filter(|v| within(target, v))
-                    .collect();
+                {
+                    if !values.contains(&n) {
+                        values.push(n);
+                    }
+                }
                 if nullable {
                     values.push(Value::Null);
                 }
@@ -666,8 +1012,21 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) ->
                 if target.get("pattern").is_some() {
                     continue;
                 }
-                let pattern = extractive_pattern(&quotes);
+                // As many extracts as fit the declared length, at most one per cited line.
+                let longest = quotes.iter().map(|q| q.chars().count()).max().unwrap_or(1);
+                let fit = target
+                    .get("maxLength")
+                    .and_then(Value::as_u64)
+                    .and_then(|m| usize::try_from(m).ok())
+                    .map_or(quotes.len(), |m| (m + 1) / (longest + 1));
+                if fit == 0 {
+                    // Not even one line fits the answer: this set cannot be stated.
+                    return None;
+                }
+                let pattern = extractive_pattern(&quotes, fit.min(quotes.len()));
                 if let Some(map) = target.as_object_mut() {
+                    map.remove("minLength");
+                    map.remove("maxLength");
                     map.insert("pattern".into(), json!(pattern));
                 }
             }
@@ -740,20 +1099,31 @@ mod tests {
             .map(|c| c["line_start"].as_u64().unwrap())
             .collect();
         assert_eq!(lines, vec![2, 4]);
-        // Nothing in common: every candidate stays, in order.
-        assert_eq!(rank_citations(&candidates, "Hello?", 4).len(), 4);
+        // A label tells arms apart.
+        let ranked = rank_citations(&candidates, "What does Arm C of NCT04123456 receive?", 4);
+        assert_eq!(ranked[0]["line_start"], 4);
+        // A line that only names the subject does not answer.
+        assert!(rank_citations(&candidates, "Who sponsors NCT04123456?", 4).is_empty());
+        assert!(rank_citations(&candidates, "Hello?", 4).is_empty());
     }
 
     #[test]
     fn the_answer_is_made_of_extracts_of_the_lines() {
-        let pattern = extractive_pattern(&[
-            "The lodging limit is 750 yuan.",
-            "Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes.",
-        ]);
+        let pattern = extractive_pattern(
+            &[
+                "The lodging limit is 750 yuan.",
+                "Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes.",
+            ],
+            2,
+        );
         let re = regex_lite(&pattern);
         assert!(re("The lodging limit is 750 yuan."));
-        assert!(re("Arm C: velorabine 50 mg; status: terminated"));
-        assert!(re("Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes. The lodging limit is 750 yuan."));
+        assert!(!re("Arm C: velorabine 50 mg; status: terminated"));
+        assert!(re(
+            "The lodging limit is 750 yuan. Arm C: velorabine 50 mg; status: terminated"
+        ));
+        assert!(!re("Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes. The lodging limit is 750 yuan."));
+        assert!(!re("The lodging limit is 750 yuan. The lodging limit is 750 yuan. The lodging limit is 750 yuan."));
         assert!(!re("The limit is 75 yuan."));
         assert!(!re("The lodging limit is 750"));
         assert!(!re("status: terminated"));
@@ -768,19 +1138,52 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_held_to_the_ones_the_conversation_named() {
+        let named = named_values(
+            "^NCT[0-9]{8}$",
+            &[
+                "Which arms of NCT04123456 stopped?",
+                "see NCT05550001, not NCT1",
+            ],
+        );
+        assert_eq!(named, vec!["NCT04123456", "NCT05550001"]);
+        assert!(named_values("^DOC-[A-Z0-9-]{2,30}$", &["DOC-LUM-PR-01"]) == vec!["DOC-LUM-PR-01"]);
+    }
+
+    #[test]
+    fn queries_are_ordered_runs_of_the_question_words() {
+        let words = query_words("What are the adverse events of lumeditan?");
+        assert_eq!(words, vec!["adverse", "events", "lumeditan"]);
+        let all = queries(&words, 8).unwrap();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[0], "adverse events lumeditan");
+        assert!(all.contains(&"adverse lumeditan".to_owned()));
+        assert!(!all.contains(&"lumeditan".to_owned()));
+        assert!(!all.contains(&"lumeditan adverse".to_owned()));
+    }
+
+    #[test]
+    fn search_queries_are_held_to_the_question_words() {
+        let re =
+            regex_lite(&words_pattern("What are the adverse events of lumeditan?", 4).unwrap());
+        assert!(re("adverse events lumeditan"));
+        assert!(re("lumeditan"));
+        assert!(!re("lumeditan adverse events"));
+        assert!(!re("adverse adverse"));
+        assert!(!re("adverse events of lumeditan"));
+        assert!(!re("the"));
+        assert!(!re("screens_trials_list_by_id"));
+        assert!(!re("lumeditan adverse events of the lumeditan"));
+    }
+
+    #[test]
     fn citation_sets_are_ordered_subsets() {
         assert_eq!(
             subsets(&[1, 2, 3], 2, 16),
-            vec![
-                vec![1],
-                vec![2],
-                vec![3],
-                vec![1, 2],
-                vec![1, 3],
-                vec![2, 3]
-            ]
+            vec![vec![1], vec![1, 2], vec![1, 3]]
         );
-        assert_eq!(subsets(&[1, 2, 3], 3, 4).len(), 4);
+        assert_eq!(subsets(&[1, 2, 3], 3, 16).len(), 4);
+        assert_eq!(subsets(&[1, 2, 3], 3, 2).len(), 2);
     }
 
     #[test]
