@@ -783,8 +783,9 @@ impl Agent {
             (true, Some(contract), Some(_)) if contract.evidence_policy().is_some() => {
                 contract.source_store().map(|store| {
                     let observed = steer::observed_citations(executed, store);
-                    let relevant = steer::on_subject(&observed, question, store, &self.domain);
-                    steer::rank_citations(&relevant, question, CITABLE_LINES)
+                    let subject = steer::subject_terms(question, store, &self.domain);
+                    let relevant = steer::on_subject(&observed, &subject, store);
+                    steer::rank_citations(&relevant, question, &subject, CITABLE_LINES)
                 })
             }
             _ => None,

@@ -493,48 +493,15 @@ fn asks_quantity(question: &str) -> bool {
         || (what.iter().any(|k| q.starts_with(k)) && measure.iter().any(|k| q.contains(k)))
 }
 
-/// How well a line answers `question`: one point per content word of the question it
-/// states, two per pair of consecutive content words it states in the same order (a phrase
-/// such as "lodging limit" says more than its words apart), and one when the question asks
-/// for a quantity and the line states a number.
-fn relevance(question: &[String], quantity: bool, line: &str) -> usize {
-    let stems = content_stems(line);
-    let set: BTreeSet<&String> = stems.iter().collect();
-    let distinct: BTreeSet<&String> = question.iter().collect();
-    let mut score = distinct.iter().filter(|q| set.contains(*q)).count();
-    let pairs: BTreeSet<(&String, &String)> = stems.windows(2).map(|w| (&w[0], &w[1])).collect();
-    score += 2 * question
-        .windows(2)
-        .filter(|w| pairs.contains(&(&w[0], &w[1])))
-        .count();
-    // A number, not an id that contains digits.
-    if quantity
-        && words(line)
-            .iter()
-            .any(|w| w.chars().all(|c| c.is_ascii_digit()))
-    {
-        score += 1;
-    }
-    score
-}
-
-/// The candidates whose source states the specific words of `question`: the words that
-/// appear in few sources of `store` (at most a quarter of them). The source must state
-/// every id among them, or, without one, at least half of them. A line about another drug or
-/// another trial is dropped however well it matches the rest of the question, so a true
-/// line does not answer the wrong subject. Words of `domain` (the tools' names and
-/// descriptions) are never specific.
+/// The specific words of `question`: its ids (words with digits that `store` states), and
+/// the words few sources of `store` state (at most a quarter of them) that are not words of
+/// `domain` (the tools' names and descriptions: `trial`, `arm`, `policy` name the domain,
+/// not a subject within it). Each with its weight: the rarer, the more it names the
+/// subject. Empty for a store of fewer than four sources, which has no subjects to tell
+/// apart.
 #[must_use]
-pub fn on_subject(
-    candidates: &[Value],
-    question: &str,
-    store: &SourceStore,
-    domain: &str,
-) -> Vec<Value> {
-    // Words the tools' own declarations use (`trial`, `arm`, `policy`) name the domain, not
-    // a subject within it.
+pub fn subject_terms(question: &str, store: &SourceStore, domain: &str) -> Vec<(String, f64)> {
     let domain: BTreeSet<String> = content_stems(domain).into_iter().collect();
-    // Each source's words, over all its versions.
     let mut sources: std::collections::BTreeMap<&str, BTreeSet<String>> =
         std::collections::BTreeMap::new();
     for d in store.documents() {
@@ -543,13 +510,11 @@ pub fn on_subject(
             .or_default()
             .extend(d.lines().iter().flat_map(|l| content_stems(l)));
     }
-    // A store of a few sources has no subjects to tell apart.
     if sources.len() < 4 {
-        return candidates.to_vec();
+        return Vec::new();
     }
     let limit = sources.len() / 4;
-    // Each specific word with its weight: the rarer, the more it names the subject.
-    let specific: Vec<(String, f64)> = content_stems(question)
+    content_stems(question)
         .into_iter()
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -563,13 +528,33 @@ pub fn on_subject(
             let specific = id || (n <= limit && !domain.contains(&stem));
             (n > 0 && specific).then(|| (stem, 1.0 / n as f64))
         })
-        .collect();
-    // An id in the question names the subject: the source must state it. Without one, the
-    // source must state specific words carrying at least half of their weight (a rare
-    // word such as `trial`, in a corpus that says `study`, may be missing; the drug's name
-    // may not).
+        .collect()
+}
+
+/// The candidates whose source states the subject of the question (see [`subject_terms`]):
+/// every id of it, or, without one, specific words carrying at least half of their weight
+/// (a rare word may be missing; the drug's name may not). A line about another drug or
+/// another trial is dropped however well it matches the rest of the question, so a true
+/// line does not answer the wrong subject.
+#[must_use]
+pub fn on_subject(
+    candidates: &[Value],
+    subject: &[(String, f64)],
+    store: &SourceStore,
+) -> Vec<Value> {
+    if subject.is_empty() {
+        return candidates.to_vec();
+    }
+    let mut sources: std::collections::BTreeMap<&str, BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for d in store.documents() {
+        sources
+            .entry(d.source_id())
+            .or_default()
+            .extend(d.lines().iter().flat_map(|l| content_stems(l)));
+    }
     type Weighted<'a> = Vec<&'a (String, f64)>;
-    let (ids, names): (Weighted<'_>, Weighted<'_>) = specific
+    let (ids, names): (Weighted<'_>, Weighted<'_>) = subject
         .iter()
         .partition(|(s, _)| s.chars().any(|c| c.is_ascii_digit()));
     let total: f64 = names.iter().map(|(_, w)| w).sum();
@@ -584,7 +569,7 @@ pub fn on_subject(
                         .filter(|(s, _)| stems.contains(s))
                         .map(|(_, w)| w)
                         .sum();
-                    names.is_empty() || stated * 2.0 >= total
+                    stated * 2.0 >= total
                 } else {
                     ids.iter().all(|(s, _)| stems.contains(s))
                 }
@@ -594,42 +579,98 @@ pub fn on_subject(
         .collect()
 }
 
-/// How many distinct content words `text` has.
-fn distinct_words(text: &str) -> usize {
-    content_stems(text)
-        .into_iter()
-        .collect::<BTreeSet<_>>()
-        .len()
-}
-
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
 /// line states enough of the question to answer it.
+///
+/// A line must state two of the question's words (or its only one), and one of the words
+/// that not every candidate states (ids aside): a line that only names the subject that all
+/// of them share (a title) says something, but not the answer. Lines are scored by the words
+/// they share with the question, each weighted by how rare it is among the candidates
+/// (`breakfast` tells lines apart, `limit` less), plus the pairs of consecutive words they
+/// share in order (a phrase says more than its words apart). When the question asks for a
+/// quantity, only lines that state a number are kept (if any does). Lines scoring less
+/// than half the best
+/// are dropped: a small model otherwise copies whichever line starts like the question.
 #[must_use]
-pub fn rank_citations(candidates: &[Value], question: &str, keep: usize) -> Vec<Value> {
+pub fn rank_citations(
+    candidates: &[Value],
+    question: &str,
+    subject: &[(String, f64)],
+    keep: usize,
+) -> Vec<Value> {
     let terms = content_stems(question);
+    let distinct: BTreeSet<&String> = terms.iter().collect();
     let quantity = asks_quantity(question);
-    let mut scored: Vec<(usize, usize, &Value)> = candidates
+    let lines: Vec<Vec<String>> = candidates
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
-            (relevance(&terms, quantity, quote), i, c)
-        })
+        .map(|c| content_stems(c.get("quote").and_then(Value::as_str).unwrap_or("")))
         .collect();
-    // A line must state two of the question's words (or all of them, for a question of
-    // one): a line that only names the subject says something, but not the answer.
-    let least = distinct_words(question).min(2);
-    scored.retain(|(s, _, _)| *s >= least.max(1));
+    // What the question asks beyond its subject. The subject is its ids, or else its
+    // rarest words (within a factor of 1.5 of the rarest): `CALM-PREVENT` in "How many
+    // sites does CALM-PREVENT have?", where `sites` is rare too, but less.
+    let ids: BTreeSet<&String> = subject
+        .iter()
+        .filter(|(s, _)| s.chars().any(|c| c.is_ascii_digit()))
+        .map(|(s, _)| s)
+        .collect();
+    let rarest = subject.iter().map(|(_, w)| *w).fold(0.0_f64, f64::max);
+    let named: BTreeSet<&String> = if ids.is_empty() {
+        subject
+            .iter()
+            .filter(|(_, w)| w * 1.5 >= rarest)
+            .map(|(s, _)| s)
+            .collect()
+    } else {
+        ids
+    };
+    let asked: BTreeSet<&String> = distinct
+        .iter()
+        .filter(|t| !named.contains(**t))
+        .copied()
+        .collect();
+    let least = distinct.len().min(2).max(1);
+    let n = candidates.len().max(1) as f64;
+    let idf = |term: &String| {
+        let df = lines.iter().filter(|l| l.contains(term)).count().max(1) as f64;
+        (1.0 + n / df).ln()
+    };
+    let mut scored: Vec<(f64, usize, &Value, bool)> = Vec::new();
+    for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
+        let set: BTreeSet<&String> = stems.iter().collect();
+        let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
+        if shared.len() < least || (!asked.is_empty() && !asked.iter().any(|t| set.contains(*t))) {
+            continue;
+        }
+        let mut score: f64 = shared.iter().map(|t| idf(t)).sum();
+        let pairs: BTreeSet<(&String, &String)> =
+            stems.windows(2).map(|w| (&w[0], &w[1])).collect();
+        for w in terms.windows(2) {
+            if pairs.contains(&(&w[0], &w[1])) {
+                score += (idf(&w[0]) + idf(&w[1])) / 2.0;
+            }
+        }
+        let text = c.get("quote").and_then(Value::as_str).unwrap_or("");
+        // A number, not an id that contains digits.
+        let states_number = words(text)
+            .iter()
+            .any(|w| w.chars().all(|c| c.is_ascii_digit()));
+        scored.push((score, i, c, states_number));
+    }
+    // A question that asks for a quantity is answered by a line that states a number, when
+    // any does.
+    if quantity && scored.iter().any(|s| s.3) {
+        scored.retain(|s| s.3);
+    }
+    let mut scored: Vec<(f64, usize, &Value)> =
+        scored.into_iter().map(|(s, i, c, _)| (s, i, c)).collect();
     if scored.is_empty() {
         return Vec::new();
     }
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    // Lines that answer less than half as well as the best are dropped: a small model
-    // otherwise copies whichever line starts like the question.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let best = scored[0].0;
     scored
         .into_iter()
-        .filter(|(s, _, _)| s * 2 > best)
+        .filter(|(s, _, _)| s * 2.0 > best)
         .take(keep)
         .map(|(_, _, c)| c.clone())
         .collect()
@@ -1092,6 +1133,7 @@ mod tests {
         let ranked = rank_citations(
             &candidates,
             "Which arms of trial NCT04123456 were terminated, and why?",
+            &[("nct04123456".to_owned(), 1.0)],
             4,
         );
         let lines: Vec<u64> = ranked
@@ -1100,11 +1142,22 @@ mod tests {
             .collect();
         assert_eq!(lines, vec![2, 4]);
         // A label tells arms apart.
-        let ranked = rank_citations(&candidates, "What does Arm C of NCT04123456 receive?", 4);
+        let ranked = rank_citations(
+            &candidates,
+            "What does Arm C of NCT04123456 receive?",
+            &[],
+            4,
+        );
         assert_eq!(ranked[0]["line_start"], 4);
         // A line that only names the subject does not answer.
-        assert!(rank_citations(&candidates, "Who sponsors NCT04123456?", 4).is_empty());
-        assert!(rank_citations(&candidates, "Hello?", 4).is_empty());
+        assert!(rank_citations(
+            &candidates,
+            "Who sponsors NCT04123456?",
+            &[("nct04123456".to_owned(), 1.0)],
+            4
+        )
+        .is_empty());
+        assert!(rank_citations(&candidates, "Hello?", &[], 4).is_empty());
     }
 
     #[test]
