@@ -628,7 +628,7 @@ pub fn rank_citations(
         .filter(|t| !named.contains(**t))
         .copied()
         .collect();
-    let least = distinct.len().min(2).max(1);
+    let least = distinct.len().clamp(1, 2);
     let n = candidates.len().max(1) as f64;
     let idf = |term: &String| {
         let df = lines.iter().filter(|l| l.contains(term)).count().max(1) as f64;
