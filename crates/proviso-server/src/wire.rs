@@ -681,3 +681,57 @@ impl ErrorBody {
 pub fn usage(prompt: u64, completion: u64) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Value {
+        json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+    }
+
+    #[test]
+    fn a_named_tool_choice_asks_for_one_call_unless_parallel_calls_are_explicit() {
+        let body = |extra: Value| {
+            let mut b = json!({"messages": [{"role": "user", "content": "x"}], "tools": tools()});
+            for (k, v) in extra.as_object().unwrap() {
+                b[k] = v.clone();
+            }
+            chat_request(&b).unwrap()
+        };
+        let named = json!({"type": "function", "function": {"name": "f"}});
+        assert!(!body(json!({"tool_choice": named})).parallel_tool_calls);
+        assert!(
+            body(json!({"tool_choice": named, "parallel_tool_calls": true})).parallel_tool_calls
+        );
+        assert!(body(json!({"tool_choice": "required"})).parallel_tool_calls);
+        assert!(
+            !body(json!({"tool_choice": "required", "parallel_tool_calls": false}))
+                .parallel_tool_calls
+        );
+    }
+
+    #[test]
+    fn penalties_are_accepted_within_their_ranges_and_refused_outside() {
+        let request = chat_request(&json!({"messages": [{"role": "user", "content": "x"}],
+            "frequency_penalty": 0.5, "presence_penalty": -0.5, "repetition_penalty": 1.2,
+            "dry_multiplier": 0.8}))
+        .unwrap();
+        assert!((request.sampling.frequency_penalty - 0.5).abs() < 1e-6);
+        assert!((request.sampling.presence_penalty + 0.5).abs() < 1e-6);
+        assert!((request.sampling.repetition_penalty - 1.2).abs() < 1e-6);
+        assert_eq!(request.sampling.dry.map(|d| d.2), Some(2));
+        for bad in [
+            json!({"frequency_penalty": 3}),
+            json!({"presence_penalty": "x"}),
+            json!({"repetition_penalty": 0}),
+            json!({"dry_allowed_length": 0}),
+        ] {
+            let mut body = json!({"messages": [{"role": "user", "content": "x"}]});
+            let (k, v) = bad.as_object().unwrap().iter().next().unwrap();
+            body[k] = v.clone();
+            let error = chat_request(&body).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some(k.as_str()), "{bad}");
+        }
+    }
+}

@@ -227,6 +227,45 @@ impl Backend for GatewayBackend {
         if let Some(seed) = request.sampling.seed {
             body["seed"] = json!(seed);
         }
+        // Penalties travel in the upstream's own names; one it has no name for is refused,
+        // never dropped.
+        let sampling = &request.sampling;
+        if sampling.frequency_penalty != 0.0 {
+            body["frequency_penalty"] = json!(sampling.frequency_penalty);
+        }
+        if sampling.presence_penalty != 0.0 {
+            body["presence_penalty"] = json!(sampling.presence_penalty);
+        }
+        let repetition = (sampling.repetition_penalty - 1.0).abs() > f32::EPSILON;
+        if repetition || sampling.dry.is_some() {
+            if kind == UpstreamKind::OpenAi {
+                let param = if repetition {
+                    "repetition_penalty"
+                } else {
+                    "dry_multiplier"
+                };
+                return Err(rejected(
+                    param,
+                    format!("`{param}` has no equivalent in the OpenAI API of the upstream"),
+                    true,
+                ));
+            }
+            if repetition {
+                body["repetition_penalty"] = json!(sampling.repetition_penalty);
+            }
+            if let Some((multiplier, base, allowed_length)) = sampling.dry {
+                if kind != UpstreamKind::LlamaCpp {
+                    return Err(rejected(
+                        "dry_multiplier",
+                        "a DRY penalty is only forwarded to a llama.cpp upstream",
+                        true,
+                    ));
+                }
+                body["dry_multiplier"] = json!(multiplier);
+                body["dry_base"] = json!(base);
+                body["dry_allowed_length"] = json!(allowed_length);
+            }
+        }
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
