@@ -202,12 +202,47 @@ impl Observer for Printer {
                 let _ = writeln!(out, "question: {question}");
                 let _ = writeln!(out, "tools: {}", tools.join(", "));
             }
+            Event::StepPlanned { step, plan } => {
+                let _ = writeln!(out, "\n── step {step} ──");
+                // What the harness narrowed this step's grammar to, when it did.
+                let mut parts = Vec::new();
+                if let Some(finish) = plan.finish {
+                    parts.push(format!("must finish ({})", finish.as_str()));
+                } else if plan.choice != "auto" {
+                    parts.push(format!("tool choice {}", plan.choice));
+                }
+                if !plan.excluded.is_empty() || !plan.exhausted.is_empty() {
+                    parts.push(format!(
+                        "calls that ran are out of the grammar: {}",
+                        plan.excluded
+                            .iter()
+                            .chain(plan.exhausted.iter())
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                if !plan.avoided.is_empty() {
+                    parts.push(format!(
+                        "avoided by the decoder: {}",
+                        plan.avoided.join(", ")
+                    ));
+                }
+                if plan.grounded_arguments {
+                    parts.push("arguments from the question and the results".into());
+                }
+                if let Some(n) = plan.citable_lines {
+                    parts.push(format!("the answer can cite {n} observed line(s)"));
+                }
+                if !parts.is_empty() {
+                    let _ = writeln!(out, "steered: {}", parts.join("; "));
+                }
+            }
             Event::ModelOutput {
-                step,
+                step: _,
                 proposed,
                 duration,
             } => {
-                let _ = writeln!(out, "\n── step {step} ──");
                 let _ = writeln!(
                     out,
                     "model output ({} tokens in {:.2} s, finish: {}):",
@@ -272,10 +307,32 @@ impl Observer for Printer {
                 let _ = writeln!(out, "\n── end ──");
                 match &report.end {
                     RunEnd::FinalAnswer { answer } => {
-                        let shown = answer
-                            .as_str()
-                            .map_or_else(|| answer.to_string(), str::to_owned);
-                        let _ = writeln!(out, "final answer: {shown}");
+                        // A cited answer is shown as its text and where each quote is from;
+                        // any other answer as it is.
+                        match (
+                            answer.get("answer").and_then(Value::as_str),
+                            answer.get("citations").and_then(Value::as_array),
+                        ) {
+                            (Some(text), Some(citations)) => {
+                                let _ = writeln!(out, "final answer: {text}");
+                                for c in citations {
+                                    let _ = writeln!(
+                                        out,
+                                        "  cites {} {} line {}: {}",
+                                        c["source_id"].as_str().unwrap_or_default(),
+                                        c["version"].as_str().unwrap_or_default(),
+                                        c["line_start"],
+                                        shorten(c["quote"].as_str().unwrap_or_default(), 160)
+                                    );
+                                }
+                            }
+                            _ => {
+                                let shown = answer
+                                    .as_str()
+                                    .map_or_else(|| answer.to_string(), str::to_owned);
+                                let _ = writeln!(out, "final answer: {shown}");
+                            }
+                        }
                     }
                     RunEnd::Clarification { question } => {
                         let _ = writeln!(out, "the agent asks: {question}");
