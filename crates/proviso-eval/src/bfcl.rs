@@ -14,7 +14,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
+use proviso::decode::{
+    CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message, StopReason,
+};
 use proviso::llama::RunOptions;
 use proviso::tools::{
     instructions, CallFormat, Finish, Grammar, GrammarOptions, Registry, ToolChoice,
@@ -277,14 +279,26 @@ pub fn run(
             }
         };
         let started = Instant::now();
-        let generation = match generator.generate(
-            &prompt,
-            compiled.as_ref(),
-            &GenerateOptions {
-                max_tokens,
-                ..GenerateOptions::default()
-            },
-        ) {
+        let options = GenerateOptions {
+            max_tokens,
+            ..GenerateOptions::default()
+        };
+        // A generation stopped on repetition is regenerated once with penalties against
+        // repetition, as every caller that may regenerate does.
+        let generation = generator
+            .generate(&prompt, compiled.as_ref(), &options)
+            .and_then(|g| {
+                if g.stop_reason == StopReason::Repetition {
+                    let retry = GenerateOptions {
+                        sampling: options.sampling.against_repetition(),
+                        ..options.clone()
+                    };
+                    generator.generate(&prompt, compiled.as_ref(), &retry)
+                } else {
+                    Ok(g)
+                }
+            });
+        let generation = match generation {
             Ok(g) => g,
             Err(e) => {
                 // One failed generation is one failed case, recorded with its error.
