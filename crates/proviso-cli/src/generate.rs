@@ -202,18 +202,14 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
         }
         _ => {
             let prompt = local.prompt(&messages)?;
-            let mut generation =
-                generator.generate(&prompt, compiled.as_ref(), &generate_options)?;
-            report(1, &generation, None);
             // A loop is regenerated with penalties against repetition, within --attempts.
-            let mut attempt = 1;
-            let mut options = generate_options.clone();
-            while generation.stop_reason == StopReason::Repetition && attempt < attempts {
-                attempt += 1;
-                options.sampling = options.sampling.against_repetition();
-                generation = generator.generate(&prompt, compiled.as_ref(), &options)?;
-                report(attempt, &generation, None);
-            }
+            let generation = generator.generate_retrying(
+                &prompt,
+                compiled.as_ref(),
+                &generate_options,
+                attempts,
+                &mut |attempt, generation| report(attempt, generation, None),
+            )?;
             // A constrained output cut before the grammar completed is not a result.
             let complete = compiled.is_none()
                 || !matches!(

@@ -406,7 +406,9 @@ impl<E: Engine> Generator<E> {
             .pieces
             .get(token as usize)
             .map_or(&[][..], Vec::as_slice);
-        let mut text = bytes.to_vec();
+        // Only the tail an avoided text could still end in matters; the rest is not copied.
+        let keep = avoid.iter().map(String::len).max().unwrap_or(0);
+        let mut text = bytes[bytes.len().saturating_sub(keep)..].to_vec();
         text.extend_from_slice(piece);
         let tail_contains = |text: &[u8], added: usize, a: &[u8]| {
             let from = text.len().saturating_sub(added + a.len());
@@ -462,6 +464,35 @@ impl<E: Engine> Generator<E> {
         options: &GenerateOptions,
     ) -> Result<Generation, GenerateError> {
         self.generate_streaming(prompt, constraint, options, &mut |_| true)
+    }
+
+    /// As [`Generator::generate`], regenerating from the same prompt with penalties against
+    /// repetition ([`Sampling::against_repetition`]) while the output stops on repetition,
+    /// at most `attempts` generations in all. `on_attempt` sees each generation. The last
+    /// generation is returned, whatever it ended with.
+    ///
+    /// # Errors
+    ///
+    /// As [`Generator::generate`].
+    pub fn generate_retrying(
+        &mut self,
+        prompt: &[TokenId],
+        constraint: Option<&Compiled>,
+        options: &GenerateOptions,
+        attempts: usize,
+        on_attempt: &mut dyn FnMut(usize, &Generation),
+    ) -> Result<Generation, GenerateError> {
+        let mut options = options.clone();
+        let mut attempt = 1;
+        loop {
+            let generation = self.generate(prompt, constraint, &options)?;
+            on_attempt(attempt, &generation);
+            if generation.stop_reason != StopReason::Repetition || attempt >= attempts {
+                return Ok(generation);
+            }
+            attempt += 1;
+            options.sampling = options.sampling.against_repetition();
+        }
     }
 
     /// As [`Generator::generate`], handing the text to `on_text` as it is produced. Bytes

@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use proviso::decode::{
-    CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message, StopReason,
-};
+use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
 use proviso::tools::{
     instructions, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, ToolGate, Usage,
@@ -247,19 +245,8 @@ pub fn run(
         };
         // A generation stopped on repetition is regenerated once with penalties against
         // repetition, as every caller that may regenerate does.
-        let generation = generator
-            .generate(&prompt, Some(&compiled), &options)
-            .and_then(|g| {
-                if g.stop_reason == StopReason::Repetition {
-                    let retry = GenerateOptions {
-                        sampling: options.sampling.against_repetition(),
-                        ..options.clone()
-                    };
-                    generator.generate(&prompt, Some(&compiled), &retry)
-                } else {
-                    Ok(g)
-                }
-            });
+        let generation =
+            generator.generate_retrying(&prompt, Some(&compiled), &options, 2, &mut |_, _| {});
         let generation = match generation {
             Ok(g) => g,
             Err(e) => {

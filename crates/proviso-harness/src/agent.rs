@@ -419,8 +419,9 @@ pub struct Agent {
     grammar: CallGrammar,
     first_grammar: Option<CallGrammar>,
     system: String,
-    /// The tools' names and descriptions: the words of the agent's domain.
-    domain: String,
+    /// The words of the answer contract's sources and of the tools' declarations, for
+    /// telling a question's subject apart (computed once, not per step).
+    source_words: Option<steer::SourceWords>,
     counters: Arc<Counters>,
 }
 
@@ -459,9 +460,14 @@ impl Agent {
             })
             .collect::<Vec<_>>()
             .join("\n");
+        let source_words = config
+            .answer_contract
+            .as_ref()
+            .and_then(|c| c.source_store())
+            .map(|store| steer::SourceWords::new(store, &domain));
         let gate = ToolGate::new(registry, config.format, config.policy.clone());
         Ok(Self {
-            domain,
+            source_words,
             toolbox,
             config,
             gate,
@@ -603,6 +609,8 @@ impl Agent {
                         let earlier = executed[first_of_step..].iter().find(|e: &&ExecutedCall| {
                             e.call.name() == call.name() && e.call.arguments() == call.arguments()
                         });
+                        // The first call's id, when this one repeats it.
+                        let same_as = earlier.and_then(|e| e.call.id().map(str::to_owned));
                         let done = match earlier {
                             Some(e) => ExecutedCall {
                                 step,
@@ -618,13 +626,6 @@ impl Agent {
                         });
                         // A call repeated within the step points at the first one's result
                         // instead of copying it into the conversation again.
-                        let same_as = executed[first_of_step..]
-                            .iter()
-                            .find(|e| {
-                                e.call.name() == done.call.name()
-                                    && e.call.arguments() == done.call.arguments()
-                            })
-                            .and_then(|e| e.call.id().map(str::to_owned));
                         let content = match same_as {
                             Some(first) => {
                                 json!({"call_id": done.call.id(), "tool": done.call.name(), "same_result_as": first})
@@ -783,8 +784,10 @@ impl Agent {
             (true, Some(contract), Some(_)) if contract.evidence_policy().is_some() => {
                 contract.source_store().map(|store| {
                     let observed = steer::observed_citations(executed, store);
-                    let subject = steer::subject_terms(question, store, &self.domain);
-                    let relevant = steer::on_subject(&observed, &subject, store);
+                    let words = self.source_words.as_ref();
+                    let subject = words.map(|w| w.subject_terms(question)).unwrap_or_default();
+                    let relevant = words
+                        .map_or_else(|| observed.clone(), |w| w.on_subject(&observed, &subject));
                     steer::rank_citations(&relevant, question, &subject, CITABLE_LINES)
                 })
             }

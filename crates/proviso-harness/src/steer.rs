@@ -385,31 +385,6 @@ fn schema_at<'a>(schema: &'a mut Value, pointer: &str) -> Option<&'a mut Value> 
     Some(here)
 }
 
-/// Numbers as written, in the order the quotes state them.
-#[cfg(test)]
-fn numbers_in(quotes: &[&str]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for quote in quotes {
-        let mut current = String::new();
-        let mut chars = quote.chars().peekable();
-        while let Some(c) = chars.next() {
-            let continues_number =
-                c == '.' && !current.is_empty() && chars.peek().is_some_and(char::is_ascii_digit);
-            if c.is_ascii_digit() || continues_number {
-                current.push(c);
-            } else if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-        }
-        if !current.is_empty() {
-            out.push(current);
-        }
-    }
-    let mut seen = BTreeSet::new();
-    out.retain(|n| seen.insert(n.clone()));
-    out
-}
-
 fn regex_escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
@@ -493,90 +468,97 @@ fn asks_quantity(question: &str) -> bool {
         || (what.iter().any(|k| q.starts_with(k)) && measure.iter().any(|k| q.contains(k)))
 }
 
-/// The specific words of `question`: its ids (words with digits that `store` states), and
-/// the words few sources of `store` state (at most a quarter of them) that are not words of
-/// `domain` (the tools' names and descriptions: `trial`, `arm`, `policy` name the domain,
-/// not a subject within it). Each with its weight: the rarer, the more it names the
-/// subject. Empty for a store of fewer than four sources, which has no subjects to tell
-/// apart.
-#[must_use]
-pub fn subject_terms(question: &str, store: &SourceStore, domain: &str) -> Vec<(String, f64)> {
-    let domain: BTreeSet<String> = content_stems(domain).into_iter().collect();
-    let mut sources: std::collections::BTreeMap<&str, BTreeSet<String>> =
-        std::collections::BTreeMap::new();
-    for d in store.documents() {
-        sources
-            .entry(d.source_id())
-            .or_default()
-            .extend(d.lines().iter().flat_map(|l| content_stems(l)));
-    }
-    if sources.len() < 4 {
-        return Vec::new();
-    }
-    let limit = sources.len() / 4;
-    content_stems(question)
-        .into_iter()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .filter_map(|stem| {
-            let n = sources
-                .values()
-                .filter(|stems| stems.contains(&stem))
-                .count();
-            // An id is specific however many sources mention it.
-            let id = stem.chars().any(|c| c.is_ascii_digit());
-            let specific = id || (n <= limit && !domain.contains(&stem));
-            (n > 0 && specific).then(|| (stem, 1.0 / n as f64))
-        })
-        .collect()
+/// The words of every source of a store (over all its versions) and of the agent's domain
+/// (its tools' names and descriptions), computed once per agent: what tells a question's
+/// subject apart from the words every source or the domain itself uses.
+#[derive(Debug, Clone, Default)]
+pub struct SourceWords {
+    sources: std::collections::BTreeMap<String, BTreeSet<String>>,
+    domain: BTreeSet<String>,
 }
 
-/// The candidates whose source states the subject of the question (see [`subject_terms`]):
-/// every id of it, or, without one, specific words carrying at least half of their weight
-/// (a rare word may be missing; the drug's name may not). A line about another drug or
-/// another trial is dropped however well it matches the rest of the question, so a true
-/// line does not answer the wrong subject.
-#[must_use]
-pub fn on_subject(
-    candidates: &[Value],
-    subject: &[(String, f64)],
-    store: &SourceStore,
-) -> Vec<Value> {
-    if subject.is_empty() {
-        return candidates.to_vec();
+impl SourceWords {
+    /// The words of `store`'s sources and of `domain`.
+    #[must_use]
+    pub fn new(store: &SourceStore, domain: &str) -> Self {
+        let mut sources: std::collections::BTreeMap<String, BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        for d in store.documents() {
+            sources
+                .entry(d.source_id().to_owned())
+                .or_default()
+                .extend(d.lines().iter().flat_map(|l| content_stems(l)));
+        }
+        Self {
+            sources,
+            domain: content_stems(domain).into_iter().collect(),
+        }
     }
-    let mut sources: std::collections::BTreeMap<&str, BTreeSet<String>> =
-        std::collections::BTreeMap::new();
-    for d in store.documents() {
-        sources
-            .entry(d.source_id())
-            .or_default()
-            .extend(d.lines().iter().flat_map(|l| content_stems(l)));
-    }
-    type Weighted<'a> = Vec<&'a (String, f64)>;
-    let (ids, names): (Weighted<'_>, Weighted<'_>) = subject
-        .iter()
-        .partition(|(s, _)| s.chars().any(|c| c.is_ascii_digit()));
-    let total: f64 = names.iter().map(|(_, w)| w).sum();
-    candidates
-        .iter()
-        .filter(|c| {
-            let id = c.get("source_id").and_then(Value::as_str).unwrap_or("");
-            sources.get(id).is_some_and(|stems| {
-                if ids.is_empty() {
-                    let stated: f64 = names
-                        .iter()
-                        .filter(|(s, _)| stems.contains(s))
-                        .map(|(_, w)| w)
-                        .sum();
-                    stated * 2.0 >= total
-                } else {
-                    ids.iter().all(|(s, _)| stems.contains(s))
-                }
+
+    /// The specific words of `question`: its ids (words with digits that a source states),
+    /// and the words few sources state (at most a quarter of them) that are not words of the
+    /// domain (`trial`, `arm`, `policy` name the domain, not a subject within it). Each with
+    /// its weight: the rarer, the more it names the subject. Empty for a store of fewer
+    /// than four sources, which has no subjects to tell apart.
+    #[must_use]
+    pub fn subject_terms(&self, question: &str) -> Vec<(String, f64)> {
+        if self.sources.len() < 4 {
+            return Vec::new();
+        }
+        let limit = self.sources.len() / 4;
+        content_stems(question)
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|stem| {
+                let n = self
+                    .sources
+                    .values()
+                    .filter(|stems| stems.contains(&stem))
+                    .count();
+                // An id is specific however many sources mention it.
+                let id = stem.chars().any(|c| c.is_ascii_digit());
+                let specific = id || (n <= limit && !self.domain.contains(&stem));
+                (n > 0 && specific).then(|| (stem, 1.0 / n as f64))
             })
-        })
-        .cloned()
-        .collect()
+            .collect()
+    }
+
+    /// The candidates whose source states the subject of the question (see
+    /// [`SourceWords::subject_terms`]): every id of it, or, without one, specific words
+    /// carrying at least half of their weight (a rare word may be missing; the drug's name
+    /// may not). A line about another drug or another trial is dropped however well it
+    /// matches the rest of the question, so a true line does not answer the wrong subject.
+    #[must_use]
+    pub fn on_subject(&self, candidates: &[Value], subject: &[(String, f64)]) -> Vec<Value> {
+        if subject.is_empty() {
+            return candidates.to_vec();
+        }
+        type Weighted<'a> = Vec<&'a (String, f64)>;
+        let (ids, names): (Weighted<'_>, Weighted<'_>) = subject
+            .iter()
+            .partition(|(s, _)| s.chars().any(|c| c.is_ascii_digit()));
+        let total: f64 = names.iter().map(|(_, w)| w).sum();
+        candidates
+            .iter()
+            .filter(|c| {
+                let id = c.get("source_id").and_then(Value::as_str).unwrap_or("");
+                self.sources.get(id).is_some_and(|stems| {
+                    if ids.is_empty() {
+                        let stated: f64 = names
+                            .iter()
+                            .filter(|(s, _)| stems.contains(s))
+                            .map(|(_, w)| w)
+                            .sum();
+                        stated * 2.0 >= total
+                    } else {
+                        ids.iter().all(|(s, _)| stems.contains(s))
+                    }
+                })
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
@@ -1237,17 +1219,6 @@ mod tests {
         );
         assert_eq!(subsets(&[1, 2, 3], 3, 16).len(), 4);
         assert_eq!(subsets(&[1, 2, 3], 3, 2).len(), 2);
-    }
-
-    #[test]
-    fn numbers_are_read_as_the_gate_reads_them() {
-        assert_eq!(
-            numbers_in(&[
-                "The lodging limit is 750 yuan.",
-                "14.6% of 41 arms; 750 again."
-            ]),
-            vec!["750", "14.6", "41"]
-        );
     }
 
     #[test]
