@@ -9,6 +9,14 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
 
+/// Serializes the tests that run the model. Each server runs llama.cpp with as many threads as
+/// the machine has cores, and two such servers side by side spin on each other's cores: on two
+/// cores a 13-second client script then takes minutes and trips its timeouts.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -74,6 +82,7 @@ fn tools() -> Value {
 
 #[test]
 fn raw_http_against_the_real_model() {
+    let _serial = serial();
     let server = Server::start(&["--body-limit", "65536"]);
     let question =
         json!([{"role": "user", "content": "Which arms of trial NCT04123456 were terminated?"}]);
@@ -153,6 +162,7 @@ fn with_schema(schema: &Value) -> String {
 /// process; `{"$ref": "#"}` and a two-schema cycle answered an unlogged 500.
 #[test]
 fn hostile_schemas_are_refused_while_another_request_completes() {
+    let _serial = serial();
     let server = Server::start(&[]);
     let base = server.base.clone();
     let ordinary = std::thread::spawn(move || {
@@ -212,6 +222,7 @@ fn rss_mib(pid: u32) -> f64 {
 /// 613 MB, never released.
 #[test]
 fn memory_returns_to_its_baseline_after_rejected_large_requests() {
+    let _serial = serial();
     let server = Server::start(&[]);
     let pid = server.child.id();
     let warm =
@@ -244,6 +255,7 @@ fn memory_returns_to_its_baseline_after_rejected_large_requests() {
 
 #[test]
 fn the_openai_python_client() {
+    let _serial = serial();
     let pylib =
         std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
     let probe = Command::new("python3")
@@ -368,6 +380,7 @@ fn the_gateway_never_trusts_its_upstream() {
 
 #[test]
 fn the_openai_client_through_a_gateway_to_a_proviso_server() {
+    let _serial = serial();
     let pylib =
         std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
     let upstream = Server::start(&[]);

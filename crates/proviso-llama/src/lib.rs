@@ -9,7 +9,7 @@
 
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -64,6 +64,68 @@ fn backend() -> Result<&'static LlamaBackend, LlamaError> {
 
 /// Creating contexts from one model in parallel is unsound in llama.cpp; serialise it.
 static CONTEXT_CREATION: Mutex<()> = Mutex::new(());
+
+/// The cores this process's forward passes may use at once.
+///
+/// llama.cpp's threads spin while they wait for each other, so two contexts that each run
+/// as many threads as there are cores do not share the machine: they slow each other down
+/// several times over (on two cores, a 13-second client session took minutes). Each forward
+/// pass therefore leases as many cores as it runs threads, and waits while they are in use.
+/// Engines whose threads fit the machine together (the server's workers split the cores
+/// between them) never wait.
+struct Cores {
+    free: Mutex<usize>,
+    freed: Condvar,
+    total: usize,
+}
+
+/// Cores held by one forward pass; they return to the pool when it is dropped.
+struct CoreLease {
+    cores: &'static Cores,
+    held: usize,
+}
+
+impl Cores {
+    fn get() -> &'static Self {
+        static CORES: OnceLock<Cores> = OnceLock::new();
+        CORES.get_or_init(|| {
+            let total = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+            Self {
+                free: Mutex::new(total),
+                freed: Condvar::new(),
+                total,
+            }
+        })
+    }
+
+    fn lease(&'static self, threads: usize) -> CoreLease {
+        let held = threads.clamp(1, self.total);
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *free < held {
+            free = self
+                .freed
+                .wait(free)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *free -= held;
+        CoreLease { cores: self, held }
+    }
+}
+
+impl Drop for CoreLease {
+    fn drop(&mut self) {
+        let mut free = self
+            .cores
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *free += self.held;
+        self.cores.freed.notify_all();
+    }
+}
 
 /// How to run a model.
 #[derive(Debug, Clone, Copy)]
@@ -151,6 +213,7 @@ impl Model {
             n_ctx: options.n_ctx as usize,
             last_index: 0,
             history: Vec::new(),
+            threads: usize::try_from(options.n_threads).unwrap_or(1),
         })
     }
 
@@ -297,6 +360,7 @@ pub struct LlamaEngine {
     n_ctx: usize,
     last_index: i32,
     history: Vec<TokenId>,
+    threads: usize,
 }
 
 impl std::fmt::Debug for LlamaEngine {
@@ -360,9 +424,11 @@ impl Engine for LlamaEngine {
                     .add(llama_token(token), position, &[0], j + 1 == chunk.len())
                     .map_err(|e| EngineError(e.to_string()))?;
             }
+            let lease = Cores::get().lease(self.threads);
             self.context
                 .decode(&mut self.batch)
                 .map_err(|e| EngineError(e.to_string()))?;
+            drop(lease);
             self.n_past += chunk.len();
             self.history.extend_from_slice(chunk);
             self.last_index = self.batch.n_tokens() - 1;
