@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 /// cores a 13-second client script then takes minutes and trips its timeouts.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn root() -> PathBuf {
@@ -98,6 +99,29 @@ fn raw_http_against_the_real_model() {
     )
     .unwrap();
     assert!(arguments["trial_id"].as_str().unwrap().starts_with("NCT"));
+    // `auto` decides in two phases: the call stands when the request supports it, and a text
+    // answer replaces it when the tool is not about the request or its arguments were
+    // invented.
+    let (status, body) = server.post(
+        &json!({"messages": question, "tools": tools(), "tool_choice": "auto", "temperature": 0})
+            .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+    for unsupported in ["Say hello.", "Which arms of the trial were terminated?"] {
+        let (status, body) = server.post(&json!({"messages": [{"role": "user", "content": unsupported}], "tools": tools(), "tool_choice": "auto", "temperature": 0, "max_tokens": 60}).to_string(), "application/json");
+        assert_eq!(status, 200, "{body}");
+        let choice = &body["choices"][0];
+        assert!(
+            choice["message"].get("tool_calls").is_none(),
+            "{unsupported}: {body}"
+        );
+        assert!(
+            choice["message"]["content"].is_string(),
+            "{unsupported}: {body}"
+        );
+    }
     // Cut by max_tokens: `length`, and no tool call is claimed.
     let (_, body) = server.post(&json!({"messages": question, "tools": tools(), "tool_choice": "required", "temperature": 0, "max_tokens": 6}).to_string(), "application/json");
     assert_eq!(body["choices"][0]["finish_reason"], "length", "{body}");

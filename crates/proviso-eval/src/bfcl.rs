@@ -17,7 +17,8 @@ use std::time::Instant;
 use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
 use proviso::tools::{
-    instructions, CallFormat, Finish, Grammar, GrammarOptions, Registry, ToolChoice,
+    instructions, provenance, AutoChoice, CallFormat, Finish, Grammar, GrammarOptions, Registry,
+    ToolChoice,
 };
 use proviso::LocalModel;
 use serde::Serialize;
@@ -68,6 +69,10 @@ pub struct Case {
     /// Why the AST check failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Under `auto`, what the judgement of the first phase's call chose (`call`, `ask_for`
+    /// or `answer`); absent when the first phase wrote no complete call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
     /// Generation time.
     pub ms: u64,
 }
@@ -239,6 +244,13 @@ pub fn run(
                     .collect()
             })
             .unwrap_or_default();
+        // What the request says, for judging a call under `auto`: the user's turns.
+        let request: String = question
+            .iter()
+            .filter(|m| m.role != "system")
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
         let options = GrammarOptions {
             choice: choice.clone(),
             max_calls: 4,
@@ -251,30 +263,42 @@ pub fn run(
         let prompt = local
             .prompt(&messages)
             .map_err(|e| EvalError(e.to_string()))?;
+        // Under `auto` the constrained mode decides in two phases: the best call under the
+        // `required` grammar, then a judgement of that call against the request (see
+        // `proviso::tools::provenance`); a call the request does not support becomes a text
+        // answer, generated under the grammar without calls.
+        let two_phase = mode == Mode::Constrained && choice == ToolChoice::Auto;
+        let compile = |choice: ToolChoice| -> Result<_, String> {
+            let options = GrammarOptions {
+                choice,
+                max_calls: 4,
+                ..GrammarOptions::default()
+            };
+            let grammar = format
+                .grammar(&registry, &options)
+                .map_err(|e| e.to_string())?;
+            let spec = match &grammar.grammar {
+                Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),
+                Grammar::Lark(l) => ConstraintSpec::Lark(l.clone()),
+            };
+            local
+                .compile(&spec, &CompileOptions::default())
+                .map_err(|e| e.to_string())
+        };
         let compiled = match mode {
             Mode::Free => None,
-            Mode::Constrained => {
-                let grammar = match format.grammar(&registry, &options) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        report.skipped += 1;
-                        report.skipped_ids.push((id, e.to_string()));
-                        continue;
-                    }
-                };
-                let spec = match &grammar.grammar {
-                    Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),
-                    Grammar::Lark(l) => ConstraintSpec::Lark(l.clone()),
-                };
-                match local.compile(&spec, &CompileOptions::default()) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        report.skipped += 1;
-                        report.skipped_ids.push((id, e.to_string()));
-                        continue;
-                    }
+            Mode::Constrained => match compile(if two_phase {
+                ToolChoice::Required
+            } else {
+                choice.clone()
+            }) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    report.skipped += 1;
+                    report.skipped_ids.push((id, e));
+                    continue;
                 }
-            }
+            },
         };
         let started = Instant::now();
         let options = GenerateOptions {
@@ -283,8 +307,31 @@ pub fn run(
         };
         // A generation stopped on repetition is regenerated once with penalties against
         // repetition, as every caller that may regenerate does.
-        let generation =
+        let mut generation =
             generator.generate_retrying(&prompt, compiled.as_ref(), &options, 2, &mut |_, _| {});
+        let mut decision = None;
+        if two_phase {
+            let first = generation.as_ref().ok().and_then(|g| {
+                strict_calls(format, &registry, &g.text(), g.stop_reason.finish_reason())
+            });
+            if let Some(calls) = first {
+                let chosen = provenance::choose(&registry, &calls, &request);
+                if chosen != AutoChoice::Call {
+                    generation = compile(ToolChoice::None)
+                        .map_err(proviso::decode::GenerateError::Constraint)
+                        .and_then(|text_only| {
+                            generator.generate_retrying(
+                                &prompt,
+                                Some(&text_only),
+                                &options,
+                                2,
+                                &mut |_, _| {},
+                            )
+                        });
+                }
+                decision = Some(chosen.as_str().to_owned());
+            }
+        }
         let generation = match generation {
             Ok(g) => g,
             Err(e) => {
@@ -298,6 +345,7 @@ pub fn run(
                     ast: false,
                     corrupted: false,
                     reason: Some(format!("generation failed: {e}")),
+                    decision,
                     ms: 0,
                 });
                 continue;
@@ -358,6 +406,7 @@ pub fn run(
             ast,
             corrupted,
             reason,
+            decision,
             ms,
         });
     }

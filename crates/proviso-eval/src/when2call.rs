@@ -6,6 +6,12 @@
 //! explicit, typed intent rather than a guess from prose: `tool_request` is a tool call,
 //! `clarification` a request for information, `abort` a statement that it cannot answer, and
 //! `final_answer` a direct answer (never correct here).
+//!
+//! The choice is made in two phases, as the server's `tool_choice: auto`: the model first
+//! writes its best call, which [`provenance::choose`] judges against the request (a call it
+//! supports is a tool call; a relevant tool with invented required arguments is a request
+//! for them, worded from the declaration); when the call is set aside, the model chooses
+//! among answering, asking and aborting.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +20,8 @@ use std::time::Instant;
 use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
 use proviso::tools::{
-    instructions, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, ToolGate, Usage,
+    instructions, provenance, AutoChoice, CallFormat, Finish, Grammar, GrammarOptions, Policy,
+    Registry, ToolChoice, ToolGate, Usage,
 };
 use proviso::{Intent, LocalModel};
 use serde::Serialize;
@@ -201,28 +208,44 @@ pub fn run(
                 continue;
             }
         };
+        let format = CallFormat::Envelope;
         let options = GrammarOptions {
             max_reasoning: 120,
             ..GrammarOptions::default()
         };
-        let format = CallFormat::Envelope;
-        let grammar = match format.grammar(&registry, &options) {
-            Ok(g) => g,
-            Err(e) => {
-                report.skipped.push((id, e.to_string()));
-                continue;
-            }
+        // Two phases, as the server's `auto`: the best call first (when there are tools),
+        // judged against the request; then, when it is set aside, the model's own choice
+        // among answering, asking and aborting.
+        let compile = |choice: ToolChoice| -> Result<_, String> {
+            let grammar = format
+                .grammar(
+                    &registry,
+                    &GrammarOptions {
+                        choice,
+                        ..options.clone()
+                    },
+                )
+                .map_err(|e| e.to_string())?;
+            let Grammar::JsonSchema(schema) = &grammar.grammar else {
+                return Err("the envelope grammar is a JSON Schema".to_owned());
+            };
+            local
+                .compile(
+                    &ConstraintSpec::JsonSchema(schema.clone()),
+                    &CompileOptions::default(),
+                )
+                .map_err(|e| e.to_string())
         };
-        let Grammar::JsonSchema(schema) = &grammar.grammar else {
-            continue;
+        let phases = if registry.is_empty() {
+            compile(ToolChoice::None).map(|text| (None, text))
+        } else {
+            compile(ToolChoice::Required)
+                .and_then(|call| Ok((Some(call), compile(ToolChoice::None)?)))
         };
-        let compiled = match local.compile(
-            &ConstraintSpec::JsonSchema(schema.clone()),
-            &CompileOptions::default(),
-        ) {
-            Ok(c) => c,
+        let (call_grammar, text_grammar) = match phases {
+            Ok(p) => p,
             Err(e) => {
-                report.skipped.push((id, e.to_string()));
+                report.skipped.push((id, e));
                 continue;
             }
         };
@@ -239,49 +262,73 @@ pub fn run(
             ])
             .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
-        let options = GenerateOptions {
+        let generate_options = GenerateOptions {
             max_tokens,
             ..GenerateOptions::default()
         };
+        let registry = std::sync::Arc::new(registry);
+        let gate = ToolGate::new(std::sync::Arc::clone(&registry), format, permissive());
         // A generation stopped on repetition is regenerated once with penalties against
         // repetition, as every caller that may regenerate does.
-        let generation =
-            generator.generate_retrying(&prompt, Some(&compiled), &options, 2, &mut |_, _| {});
-        let generation = match generation {
-            Ok(g) => g,
-            Err(e) => {
-                // One failed generation is one failed case, recorded with its error.
-                report.cases += 1;
-                *report
-                    .confusion
-                    .entry(expected.clone())
-                    .or_default()
-                    .entry("error".into())
-                    .or_default() += 1;
-                report.results.push(Case {
-                    id,
-                    expected,
-                    chosen: "error".into(),
-                    output: e.to_string(),
-                    ms: 0,
-                });
-                continue;
-            }
+        let mut generate = |compiled| {
+            generator
+                .generate_retrying(
+                    &prompt,
+                    Some(compiled),
+                    &generate_options,
+                    2,
+                    &mut |_, _| {},
+                )
+                .map(|g| {
+                    let finish = Finish::from_reason(g.stop_reason.finish_reason());
+                    (g.text(), finish)
+                })
         };
-        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let output = generation.text();
-        let gate = ToolGate::new(std::sync::Arc::new(registry), format, permissive());
-        let finish =
-            Finish::from_reason(generation.stop_reason.finish_reason()).unwrap_or(Finish::Stop);
-        let verdict = gate.check(&output, finish, &Usage::default());
-        let chosen = match verdict.intent() {
-            Some(Intent::ToolRequest { .. }) => "tool_call",
-            Some(Intent::Clarification { .. }) => "request_for_info",
-            Some(Intent::Abort { .. }) => "cannot_answer",
-            Some(_) => "direct",
-            None => "rejected",
+        let mut outcome = Ok(None);
+        if let Some(call_grammar) = &call_grammar {
+            outcome = generate(call_grammar).map(|(text, finish)| {
+                let verdict = gate.check(&text, finish?, &Usage::default());
+                let Some(Intent::ToolRequest { calls, .. }) = verdict.intent() else {
+                    return None;
+                };
+                let calls: Vec<(String, Value)> = calls
+                    .iter()
+                    .map(|c| (c.name().to_owned(), Value::Object(c.arguments().clone())))
+                    .collect();
+                match provenance::choose(&registry, &calls, question) {
+                    AutoChoice::Call => Some(("tool_call".to_owned(), text)),
+                    AutoChoice::AskFor { missing } => Some((
+                        "request_for_info".to_owned(),
+                        provenance::clarification(&registry, &missing),
+                    )),
+                    _ => None,
+                }
+            });
         }
-        .to_owned();
+        let outcome = outcome.and_then(|decided| match decided {
+            Some(decided) => Ok(decided),
+            None => generate(&text_grammar).map(|(text, finish)| {
+                // A missing or unknown stop reason is rejected by the transport gate, never
+                // read as a normal stop.
+                let chosen = match finish.map(|f| gate.check(&text, f, &Usage::default())) {
+                    Some(verdict) => match verdict.intent() {
+                        Some(Intent::ToolRequest { .. }) => "tool_call",
+                        Some(Intent::Clarification { .. }) => "request_for_info",
+                        Some(Intent::Abort { .. }) => "cannot_answer",
+                        Some(_) => "direct",
+                        None => "rejected",
+                    },
+                    None => "rejected",
+                };
+                (chosen.to_owned(), text)
+            }),
+        });
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (chosen, output) = match outcome {
+            Ok(o) => o,
+            // One failed generation is one failed case, recorded with its error.
+            Err(e) => ("error".to_owned(), e.to_string()),
+        };
         report.cases += 1;
         report.correct += usize::from(chosen == expected);
         *report

@@ -38,6 +38,7 @@ mod error;
 pub mod export;
 pub mod format;
 mod policy;
+pub mod provenance;
 mod registry;
 mod render;
 
@@ -48,5 +49,6 @@ pub use format::{
     ToolChoice,
 };
 pub use policy::{ArgumentPolicy, Budget, Policy, Role, Usage};
+pub use provenance::AutoChoice;
 pub use registry::{Registry, Tool, ToolSpec};
 pub use render::{instructions, write_call};

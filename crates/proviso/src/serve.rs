@@ -38,6 +38,11 @@ pub struct LocalBackendConfig {
     pub attempts: usize,
     /// Most calls in one response when `parallel_tool_calls` is true.
     pub max_parallel_calls: usize,
+    /// Whether `tool_choice: auto` decides in two phases: the best call under the `required`
+    /// grammar, judged against the conversation ([`proviso_tools::provenance::choose`]),
+    /// then a text answer when the call is not supported by it. When false, the model
+    /// chooses freely under one grammar, which a small model answers in text almost always.
+    pub two_phase_auto: bool,
 }
 
 impl Default for LocalBackendConfig {
@@ -64,6 +69,7 @@ impl Default for LocalBackendConfig {
             run: RunOptions::default(),
             attempts: 2,
             max_parallel_calls: 4,
+            two_phase_auto: true,
         }
     }
 }
@@ -115,6 +121,18 @@ pub struct LocalJob {
     /// For tool grammars: the byte that starts a call (output starting with it is buffered,
     /// anything else is streamed as content).
     call_start: Option<u8>,
+    /// Under a two-phase `auto`: how the first phase's call is judged, and the grammar of
+    /// the text answer that replaces a call the conversation does not support.
+    auto: Option<AutoPhase>,
+}
+
+/// The second half of a two-phase `auto` choice.
+#[derive(Debug)]
+struct AutoPhase {
+    registry: Arc<Registry>,
+    /// The conversation's user and tool turns, which the call's arguments must come from.
+    conversation: String,
+    text_only: Option<Compiled>,
 }
 
 /// A request refused before generation, naming the parameter.
@@ -157,6 +175,25 @@ pub(crate) fn contract(schema: &Value, param: &str) -> Result<Contract, Rejected
     Contract::builder(proviso_decode::strip_extensions(schema))
         .build()
         .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
+}
+
+/// The text a call's arguments may come from: the user's and the tools' turns (not the
+/// system prompt, which quotes every declaration, nor the assistant's own words).
+fn conversation(request: &GenerationRequest) -> String {
+    match &request.prompt {
+        PromptInput::Text(text) => text.clone(),
+        PromptInput::Chat(messages) => messages
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.role,
+                    proviso_server::Role::User | proviso_server::Role::Tool
+                )
+            })
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
 impl LocalBackend {
@@ -280,6 +317,8 @@ impl Backend for LocalBackend {
             _ => None,
         };
         let uses_tools = request.tools.is_some() && request.tool_choice != ToolChoiceRequest::None;
+        let mut auto_text = None;
+        let mut auto_registry = None;
         let (spec, check, tool_text, call_start) = if uses_tools {
             if matches!(
                 request.constraint,
@@ -312,6 +351,7 @@ impl Backend for LocalBackend {
                 }
             };
             let format = self.config.call_format;
+            let two_phase = self.config.two_phase_auto && choice == ToolChoice::Auto;
             let options = GrammarOptions {
                 choice,
                 max_calls: if request.parallel_tool_calls {
@@ -322,10 +362,32 @@ impl Backend for LocalBackend {
                 answer: answer_schema.clone(),
                 ..GrammarOptions::default()
             };
-            let grammar = format
-                .grammar(&registry, &options)
-                .map_err(|e| rejected("tools", e.to_string(), true))?;
+            // The model reads the `auto` instructions either way; under two phases it first
+            // writes under the `required` grammar.
             let text = instructions(&registry, format, &options);
+            let first = GrammarOptions {
+                choice: if two_phase {
+                    ToolChoice::Required
+                } else {
+                    options.choice.clone()
+                },
+                ..options.clone()
+            };
+            let grammar = format
+                .grammar(&registry, &first)
+                .map_err(|e| rejected("tools", e.to_string(), true))?;
+            if two_phase {
+                let text_only = format
+                    .grammar(
+                        &registry,
+                        &GrammarOptions {
+                            choice: ToolChoice::None,
+                            ..options.clone()
+                        },
+                    )
+                    .map_err(|e| rejected("tools", e.to_string(), true))?;
+                auto_text = Some(spec_of(&text_only.grammar));
+            }
             let answer = match &answer_schema {
                 Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
                 None => None,
@@ -337,7 +399,11 @@ impl Backend for LocalBackend {
             };
             // When answers are JSON objects too, the first byte does not tell them apart.
             let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
-            let gate = ToolGate::new(Arc::new(registry), format, self.config.policy.clone());
+            let registry = Arc::new(registry);
+            if two_phase {
+                auto_registry = Some(Arc::clone(&registry));
+            }
+            let gate = ToolGate::new(registry, format, self.config.policy.clone());
             (
                 Some(spec_of(&grammar.grammar)),
                 Check::Tools {
@@ -403,6 +469,21 @@ impl Backend for LocalBackend {
             ),
             None => None,
         };
+        let auto = match auto_registry {
+            Some(registry) => Some(AutoPhase {
+                registry,
+                conversation: conversation(request),
+                text_only: match &auto_text {
+                    Some(spec) => Some(
+                        self.model
+                            .compile(spec, &compile)
+                            .map_err(|e| constraint_error(param, &e))?,
+                    ),
+                    None => None,
+                },
+            }),
+            None => None,
+        };
         let prompt = self.render(request, tool_text.as_deref())?;
         let options = self.options(request, prompt.len())?;
         Ok(LocalJob {
@@ -412,6 +493,7 @@ impl Backend for LocalBackend {
             options,
             n: request.n,
             call_start,
+            auto,
         })
     }
 
@@ -499,6 +581,9 @@ impl Worker for LocalWorker {
             let mut completion_tokens = 0;
             let mut attempt = 0;
             let mut against_repetition = false;
+            // Under a two-phase `auto`, whether the first phase's call was set aside for a
+            // text answer.
+            let mut answering = false;
             loop {
                 attempt += 1;
                 let mut options = job.options.clone();
@@ -512,7 +597,15 @@ impl Worker for LocalWorker {
                 // Text streams only when nothing gates it after generation, or when the first
                 // byte shows it is not a call; a JSON answer under a contract streams too,
                 // because the grammar enforces the whole schema.
-                let stream = !matches!(job.check, Check::Tools { .. }) || job.call_start.is_some();
+                // The first phase of a two-phase `auto` writes a call, which never streams; its
+                // text answer streams as any other.
+                let probing = job.auto.is_some() && !answering;
+                let stream = !probing
+                    && (!matches!(job.check, Check::Tools { .. }) || job.call_start.is_some());
+                let compiled = match &job.auto {
+                    Some(auto) if answering => auto.text_only.as_ref(),
+                    _ => job.compiled.as_ref(),
+                };
                 let mut streamer = Streamer {
                     sink,
                     choice: index,
@@ -524,9 +617,7 @@ impl Worker for LocalWorker {
                 };
                 let generation = self
                     .generator
-                    .generate_streaming(&job.prompt, job.compiled.as_ref(), &options, &mut |b| {
-                        streamer.push(b)
-                    })
+                    .generate_streaming(&job.prompt, compiled, &options, &mut |b| streamer.push(b))
                     .map_err(|e| RunError::Internal(e.to_string()))?;
                 let sent_any = streamer.sent_any;
                 completion_tokens += generation.tokens.len() as u64;
@@ -555,6 +646,18 @@ impl Worker for LocalWorker {
                     timings,
                     rejections: rejections.clone(),
                 };
+                // A first phase that could not finish a call (cut, or looping) does not decide
+                // anything: the model answers in text instead.
+                if probing
+                    && matches!(
+                        generation.stop_reason,
+                        StopReason::Length | StopReason::Repetition
+                    )
+                {
+                    answering = true;
+                    attempt = 0;
+                    continue;
+                }
                 // A fragment cut by the token limit is returned as text, never as a call or
                 // as a valid object.
                 if generation.stop_reason == StopReason::Length {
@@ -655,6 +758,29 @@ impl Worker for LocalWorker {
                         }
                     }
                 };
+                if let (Some(auto), Ok(choice)) = (&job.auto, &verdict) {
+                    if probing && !choice.tool_calls.is_empty() {
+                        let calls: Vec<(String, Value)> = choice
+                            .tool_calls
+                            .iter()
+                            // The arguments were serialised from the gate's own objects just
+                            // above, so they always read back.
+                            .filter_map(|c| {
+                                Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?))
+                            })
+                            .collect();
+                        let chosen = proviso_tools::provenance::choose(
+                            &auto.registry,
+                            &calls,
+                            &auto.conversation,
+                        );
+                        if chosen != proviso_tools::AutoChoice::Call {
+                            answering = true;
+                            attempt = 0;
+                            continue;
+                        }
+                    }
+                }
                 match verdict {
                     Ok(choice) => {
                         for (i, call) in choice.tool_calls.iter().enumerate() {

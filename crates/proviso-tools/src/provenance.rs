@@ -1,0 +1,661 @@
+//! Where a call's arguments come from, and what `auto` does with a call.
+//!
+//! A small model asked to choose freely between calling a tool and answering in text answers
+//! in text almost every time, and asked to call always calls, relevant or not. Under
+//! [`ToolChoice::Auto`](crate::ToolChoice::Auto) proviso therefore decides in two phases:
+//! the model first writes the best call it can under the `required` grammar (which it does
+//! well), and then [`choose`] judges that call against the conversation:
+//!
+//! - a call whose tool shares no content word with the conversation is not about it: the
+//!   model answers in text ([`AutoChoice::Answer`]);
+//! - a call about the conversation whose required arguments cannot be traced to it (the model
+//!   invented a value no one gave) asks for them instead ([`AutoChoice::AskFor`]);
+//! - otherwise the call stands ([`AutoChoice::Call`]).
+//!
+//! A value is *traceable* when the conversation states it (a number written in it, a string
+//! whose words all occur in it, a date whose year, month and day occur in it) or when the
+//! declaration supplies it (a boolean, a value of an `enum` or `const`, the parameter's
+//! `default`). The judgement is lexical and deliberately conservative: it never turns a text
+//! answer into a call, it only withholds calls the conversation does not support.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::registry::{Registry, ToolSpec};
+
+/// What `auto` does with the best call the model could write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AutoChoice {
+    /// Every call is about the conversation and every required argument is traceable to it.
+    Call,
+    /// The tool is about the conversation, but these required arguments (`tool.argument`)
+    /// are not in it: ask for them.
+    AskFor {
+        /// The untraceable arguments, as `tool.argument`.
+        missing: Vec<String>,
+    },
+    /// No call is about the conversation: answer in text.
+    Answer,
+}
+
+impl AutoChoice {
+    /// The choice's stable name, as traces and reports print it.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Call => "call",
+            Self::AskFor { .. } => "ask_for",
+            Self::Answer => "answer",
+        }
+    }
+}
+
+/// Judges the calls the model wrote under `required` against the conversation's text (the
+/// user's turns and the tools' results; not the system prompt, which quotes every tool).
+///
+/// Calls naming a tool the registry does not hold are left to the gates, which reject them.
+#[must_use]
+pub fn choose(registry: &Registry, calls: &[(String, Value)], conversation: &str) -> AutoChoice {
+    if calls.is_empty() {
+        return AutoChoice::Answer;
+    }
+    let text = Conversation::new(conversation);
+    let mut missing = Vec::new();
+    for (name, arguments) in calls {
+        let Some(tool) = registry.get(name) else {
+            continue;
+        };
+        if shared_words(tool.spec(), conversation).is_empty() {
+            return AutoChoice::Answer;
+        }
+        missing.extend(
+            text.untraceable(tool.spec(), arguments)
+                .into_iter()
+                .map(|argument| format!("{name}.{argument}")),
+        );
+    }
+    if missing.is_empty() {
+        AutoChoice::Call
+    } else {
+        AutoChoice::AskFor { missing }
+    }
+}
+
+/// A clarification question asking for `missing` arguments (as [`AutoChoice::AskFor`] names
+/// them, `tool.argument`), worded from their declarations.
+#[must_use]
+pub fn clarification(registry: &Registry, missing: &[String]) -> String {
+    let asks: Vec<String> = missing
+        .iter()
+        .map(|path| {
+            let (tool, argument) = path.split_once('.').unwrap_or(("", path));
+            let description = registry
+                .get(tool)
+                .and_then(|t| {
+                    t.spec()
+                        .parameters()
+                        .pointer(&format!("/properties/{}/description", escape(argument)))
+                })
+                .and_then(Value::as_str)
+                .map(|d| format!(" ({})", d.trim().trim_end_matches('.')))
+                .unwrap_or_default();
+            format!("{}{description}", argument.replace('_', " "))
+        })
+        .collect();
+    format!("Could you tell me the {}?", asks.join(" and the "))
+}
+
+/// The content words a tool's name and description share with the conversation.
+#[must_use]
+pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
+    let said: BTreeSet<String> = content_words(conversation).collect();
+    let declared: BTreeSet<String> = content_words(&format!(
+        "{} {}",
+        spec.name().replace(['_', '.', '-'], " "),
+        spec.description()
+    ))
+    .collect();
+    declared.intersection(&said).cloned().collect()
+}
+
+/// The required arguments of a call that the conversation does not state and the
+/// declaration does not supply.
+#[must_use]
+pub fn untraceable_arguments(
+    spec: &ToolSpec,
+    arguments: &Value,
+    conversation: &str,
+) -> Vec<String> {
+    Conversation::new(conversation).untraceable(spec, arguments)
+}
+
+/// Words too common in tool declarations and requests to say what either is about.
+const STOPWORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "with",
+    "from",
+    "that",
+    "this",
+    "these",
+    "those",
+    "its",
+    "are",
+    "was",
+    "were",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "can",
+    "could",
+    "would",
+    "should",
+    "will",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "into",
+    "onto",
+    "about",
+    "than",
+    "then",
+    "there",
+    "their",
+    "them",
+    "they",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "when",
+    "where",
+    "why",
+    "how",
+    "any",
+    "all",
+    "each",
+    "some",
+    "such",
+    "not",
+    "but",
+    "also",
+    "only",
+    "other",
+    "over",
+    "under",
+    "out",
+    "get",
+    "gets",
+    "find",
+    "finds",
+    "calculate",
+    "calculates",
+    "compute",
+    "computes",
+    "return",
+    "returns",
+    "retrieve",
+    "retrieves",
+    "fetch",
+    "fetches",
+    "given",
+    "give",
+    "based",
+    "using",
+    "use",
+    "uses",
+    "used",
+    "provide",
+    "provides",
+    "provided",
+    "specific",
+    "specified",
+    "function",
+    "tool",
+    "value",
+    "values",
+    "please",
+    "want",
+    "need",
+    "like",
+    "you",
+    "your",
+    "our",
+    "me",
+    "my",
+    "let",
+    "know",
+    "tell",
+    "show",
+    "make",
+    "made",
+    "does",
+    "did",
+    "done",
+    "doing",
+];
+
+/// Lower-case content words of a text: alphanumeric runs split at case changes, three or
+/// more characters, not stopwords, with plural and verb endings trimmed.
+fn content_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    words(text)
+        .filter(|w| w.len() >= 3 && !w.chars().all(|c| c.is_ascii_digit()))
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .map(|w| stem(&w))
+}
+
+/// Alphanumeric runs of a text, lower-cased, split where a lower-case letter meets an
+/// upper-case one (`getWeather` is `get weather`).
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous_lower && !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            previous_lower = c.is_lowercase();
+            current.extend(c.to_lowercase());
+        } else {
+            previous_lower = false;
+            if !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out.into_iter()
+}
+
+/// Trims a plural or verb ending when at least four characters remain, the same way on
+/// both sides of a comparison (`triangles` and `triangle` meet; `classes` and `class` meet).
+fn stem(word: &str) -> String {
+    let keep = |root: &str| root.len() >= 4;
+    if let Some(root) = word.strip_suffix("ies").filter(|r| r.len() >= 3) {
+        return format!("{root}y");
+    }
+    for sibilant in ["sses", "xes", "ches", "shes", "zes"] {
+        if word.ends_with(sibilant) && keep(&word[..word.len() - 2]) {
+            return word[..word.len() - 2].to_owned();
+        }
+    }
+    for suffix in ["ing", "ed"] {
+        if let Some(root) = word.strip_suffix(suffix).filter(|r| keep(r)) {
+            return root.to_owned();
+        }
+    }
+    match word.strip_suffix('s') {
+        Some(root) if keep(root) && !root.ends_with('s') => root.to_owned(),
+        _ => word.to_owned(),
+    }
+}
+
+/// Number words a request may spell out.
+const NUMBER_WORDS: &[(&str, f64)] = &[
+    ("zero", 0.0),
+    ("one", 1.0),
+    ("two", 2.0),
+    ("three", 3.0),
+    ("four", 4.0),
+    ("five", 5.0),
+    ("six", 6.0),
+    ("seven", 7.0),
+    ("eight", 8.0),
+    ("nine", 9.0),
+    ("ten", 10.0),
+    ("eleven", 11.0),
+    ("twelve", 12.0),
+    ("twenty", 20.0),
+    ("thirty", 30.0),
+    ("fifty", 50.0),
+    ("hundred", 100.0),
+    ("thousand", 1000.0),
+    ("million", 1_000_000.0),
+    ("dozen", 12.0),
+    ("half", 0.5),
+    ("twice", 2.0),
+    ("double", 2.0),
+    ("once", 1.0),
+    ("single", 1.0),
+    ("pair", 2.0),
+];
+
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// The conversation's text, read once: its words, its numbers, and its letters and digits
+/// run together (so `NewYork` is found in `New York`).
+struct Conversation {
+    words: BTreeSet<String>,
+    joined: String,
+    numbers: Vec<f64>,
+}
+
+impl Conversation {
+    fn new(text: &str) -> Self {
+        let all: Vec<String> = words(text).collect();
+        let mut numbers = numbers_in(text);
+        for word in &all {
+            if let Some((_, n)) = NUMBER_WORDS.iter().find(|(w, _)| w == word) {
+                numbers.push(*n);
+            }
+        }
+        Self {
+            joined: all.concat(),
+            words: all.into_iter().collect(),
+            numbers,
+        }
+    }
+
+    fn untraceable(&self, spec: &ToolSpec, arguments: &Value) -> Vec<String> {
+        let parameters = spec.parameters();
+        let required: Vec<&str> = parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let Some(arguments) = arguments.as_object() else {
+            return Vec::new();
+        };
+        required
+            .into_iter()
+            .filter(|name| {
+                let schema = parameters
+                    .pointer(&format!("/properties/{}", escape(name)))
+                    .unwrap_or(&Value::Null);
+                arguments
+                    .get(*name)
+                    .is_some_and(|value| !self.traceable(value, schema))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn traceable(&self, value: &Value, schema: &Value) -> bool {
+        if declared(value, schema) {
+            return true;
+        }
+        match value {
+            Value::Null | Value::Bool(_) => true,
+            Value::Number(n) => n.as_f64().is_some_and(|n| self.states_number(n)),
+            Value::String(s) => self.states_text(s),
+            Value::Array(items) => {
+                let schema = schema.get("items").unwrap_or(&Value::Null);
+                items.iter().all(|item| self.traceable(item, schema))
+            }
+            Value::Object(fields) => fields.iter().all(|(name, field)| {
+                let schema = schema
+                    .pointer(&format!("/properties/{}", escape(name)))
+                    .unwrap_or(&Value::Null);
+                self.traceable(field, schema)
+            }),
+        }
+    }
+
+    fn states_number(&self, n: f64) -> bool {
+        self.numbers
+            .iter()
+            .any(|&m| (m - n).abs() <= 1e-9 * m.abs().max(1.0))
+    }
+
+    fn states_text(&self, text: &str) -> bool {
+        if let Some(known) = self.states_date(text) {
+            return known;
+        }
+        let parts: Vec<String> = words(text).collect();
+        if parts.is_empty() {
+            return false;
+        }
+        parts.iter().all(|p| self.words.contains(p)) || self.joined.contains(&parts.concat())
+    }
+
+    /// An ISO date (`2022-03-11`) is stated when its year, day and month (as a number or a
+    /// month name) all occur; `None` when the text is not such a date.
+    fn states_date(&self, text: &str) -> Option<bool> {
+        let text = text.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let mut parts = text.get(..10)?.split('-');
+        let (year, month, day) = (parts.next()?, parts.next()?, parts.next()?);
+        if year.len() != 4 || month.len() != 2 || day.len() != 2 {
+            return None;
+        }
+        let month: usize = month.parse().ok()?;
+        let day: u32 = day.parse().ok()?;
+        if !(1..=12).contains(&month) {
+            return None;
+        }
+        let day_said = self.numbers.iter().any(|&n| n == f64::from(day))
+            || self
+                .words
+                .iter()
+                .any(|w| w.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == day.to_string());
+        let month_said = self.numbers.contains(&(month as f64))
+            || self.words.iter().any(|w| w.starts_with(MONTHS[month - 1]));
+        Some(self.words.contains(year) && day_said && month_said)
+    }
+}
+
+/// Whether the declaration itself supplies the value: an `enum` or `const` member, or the
+/// parameter's `default`.
+fn declared(value: &Value, schema: &Value) -> bool {
+    schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_some_and(|members| members.contains(value))
+        || schema.get("const") == Some(value)
+        || schema.get("default") == Some(value)
+}
+
+/// Escapes a property name for a JSON pointer.
+fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// Every number written in a text: signed, decimal, with an exponent, with thousands
+/// separators read both as separators and as list commas, and a percentage also as a
+/// fraction.
+fn numbers_in(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for source in [text.to_owned(), text.replace(',', "")] {
+        let bytes = source.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_digit() {
+                i += 1;
+                continue;
+            }
+            let negative =
+                i > 0 && bytes[i - 1] == b'-' && (i < 2 || !bytes[i - 2].is_ascii_alphanumeric());
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+                i += 1;
+            }
+            if i + 1 < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
+                let mut j = i + 1;
+                if j < bytes.len() && (bytes[j] == b'-' || bytes[j] == b'+') {
+                    j += 1;
+                }
+                if j < bytes.len() && bytes[j].is_ascii_digit() {
+                    while j < bytes.len() && bytes[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    i = j;
+                }
+            }
+            let literal = source[start..i].trim_end_matches('.');
+            if let Ok(n) = literal.parse::<f64>() {
+                out.push(n);
+                if negative {
+                    out.push(-n);
+                }
+                if source[i..].trim_start().starts_with('%')
+                    || source[i..].trim_start().starts_with("percent")
+                {
+                    out.push(n / 100.0);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use proviso_contract::IntentClass;
+    use serde_json::json;
+
+    use super::*;
+
+    fn registry() -> Registry {
+        Registry::new(vec![
+            ToolSpec::new(
+                "calculate_triangle_area",
+                "Calculate the area of a triangle given its base and height.",
+                IntentClass::Compute,
+                json!({"type": "object", "properties": {
+                    "base": {"type": "number"}, "height": {"type": "number"},
+                    "unit": {"type": "string", "enum": ["cm", "m"]}},
+                    "required": ["base", "height", "unit"]}),
+            ),
+            ToolSpec::new(
+                "get_weather",
+                "Current weather of a city on a date.",
+                IntentClass::Read,
+                json!({"type": "object", "properties": {
+                    "city": {"type": "string"}, "date": {"type": "string"}},
+                    "required": ["city", "date"]}),
+            ),
+        ])
+        .unwrap()
+    }
+
+    fn call(name: &str, arguments: Value) -> Vec<(String, Value)> {
+        vec![(name.to_owned(), arguments)]
+    }
+
+    #[test]
+    fn a_call_whose_arguments_the_request_states_stands() {
+        let r = registry();
+        let q = "What is the area of a triangle with base 10.5 and height -3, in m?";
+        assert_eq!(
+            choose(
+                &r,
+                &call(
+                    "calculate_triangle_area",
+                    json!({"base": 10.5, "height": -3, "unit": "m"})
+                ),
+                q
+            ),
+            AutoChoice::Call
+        );
+        let q = "Weather in New York on March 11, 2022?";
+        assert_eq!(
+            choose(
+                &r,
+                &call(
+                    "get_weather",
+                    json!({"city": "NewYork", "date": "2022-03-11"})
+                ),
+                q
+            ),
+            AutoChoice::Call
+        );
+    }
+
+    #[test]
+    fn an_invented_required_argument_is_asked_for() {
+        let r = registry();
+        let q = "What is the weather in Paris?";
+        assert_eq!(
+            choose(
+                &r,
+                &call(
+                    "get_weather",
+                    json!({"city": "Paris", "date": "2024-01-01"})
+                ),
+                q
+            ),
+            AutoChoice::AskFor {
+                missing: vec!["get_weather.date".into()]
+            }
+        );
+        // A number the request does not state is invented too.
+        let q = "Area of a triangle of base 4?";
+        assert_eq!(
+            choose(
+                &r,
+                &call(
+                    "calculate_triangle_area",
+                    json!({"base": 4, "height": 7, "unit": "cm"})
+                ),
+                q
+            ),
+            AutoChoice::AskFor {
+                missing: vec!["calculate_triangle_area.height".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn a_clarification_names_what_is_missing_from_the_declaration() {
+        let r = Registry::new(vec![ToolSpec::new(
+            "get_weather",
+            "Current weather of a city.",
+            IntentClass::Read,
+            json!({"type": "object", "properties": {
+                "city": {"type": "string", "description": "The city's name."},
+                "day_offset": {"type": "integer"}}, "required": ["city", "day_offset"]}),
+        )])
+        .unwrap();
+        assert_eq!(
+            clarification(
+                &r,
+                &["get_weather.city".into(), "get_weather.day_offset".into()]
+            ),
+            "Could you tell me the city (The city's name) and the day offset?"
+        );
+    }
+
+    #[test]
+    fn a_tool_that_shares_no_word_with_the_request_is_not_called() {
+        let r = registry();
+        let q = "Solve 3x + 4 = 10 for x.";
+        assert_eq!(
+            choose(
+                &r,
+                &call("get_weather", json!({"city": "x", "date": "2024-01-01"})),
+                q
+            ),
+            AutoChoice::Answer
+        );
+        assert_eq!(choose(&r, &[], q), AutoChoice::Answer);
+    }
+
+    #[test]
+    fn numbers_are_read_as_written() {
+        let n = numbers_in("scores [22,33,42], $50,000 at 5% and 1e-9 C, x=-3.5");
+        for expected in [22.0, 33.0, 42.0, 50_000.0, 0.05, 1e-9, -3.5] {
+            assert!(
+                n.iter().any(|&m| (m - expected).abs() < 1e-12),
+                "{expected} in {n:?}"
+            );
+        }
+        assert_eq!(stem("triangles"), stem("triangle"));
+        assert_eq!(stem("classes"), stem("class"));
+        assert_eq!(stem("cities"), "city");
+        assert_eq!(
+            words("getWeatherNow x_y").collect::<Vec<_>>(),
+            ["get", "weather", "now", "x", "y"]
+        );
+    }
+}
