@@ -332,6 +332,26 @@ pub fn run(
                 decision = Some(chosen.as_str().to_owned());
             }
         }
+        // A step that leaves stated values unused may be one call where the request asks
+        // for several: it is regenerated once with its own end avoided, and the longer step
+        // is kept only when it fans the first calls out over those values.
+        if mode == Mode::Constrained && decision.as_deref().is_none_or(|d| d == "call") {
+            if let (Ok(first), Some(compiled)) = (&generation, &compiled) {
+                if let Some(longer) = fan_out(
+                    &mut generator,
+                    &prompt,
+                    compiled,
+                    &options,
+                    format,
+                    &registry,
+                    &request,
+                    first,
+                ) {
+                    generation = Ok(longer);
+                    decision = Some("fan_out".to_owned());
+                }
+            }
+        }
         let generation = match generation {
             Ok(g) => g,
             Err(e) => {
@@ -417,6 +437,48 @@ pub fn run(
         report.results.iter().map(|c| c.ms as f64).sum::<f64>() / report.results.len() as f64
     };
     Ok(report)
+}
+
+/// The same step, fanned out: when `first` is a complete step whose calls leave values the
+/// request states unused, the step regenerated with its own end and any call written twice
+/// in a row avoided, if that longer step fans the first calls out over those values
+/// ([`provenance::fans_out`]).
+#[allow(clippy::too_many_arguments)] // The generation's inputs, passed through.
+fn fan_out(
+    generator: &mut Generator<proviso::llama::LlamaEngine>,
+    prompt: &[proviso::decode::TokenId],
+    compiled: &proviso::decode::Compiled,
+    options: &GenerateOptions,
+    format: CallFormat,
+    registry: &Registry,
+    request: &str,
+    first: &proviso::decode::Generation,
+) -> Option<proviso::decode::Generation> {
+    let separator = format.call_separator()?;
+    let text = first.text();
+    let calls = strict_calls(format, registry, &text, first.stop_reason.finish_reason())?;
+    if calls.is_empty() || provenance::unused_values(&calls, request).is_empty() {
+        return None;
+    }
+    let mut avoid = vec![text.trim().to_owned()];
+    for (name, arguments) in &calls {
+        let call = format.call_text(name, arguments.as_object()?);
+        avoid.push(format!("{call}{separator}{call}"));
+    }
+    let options = GenerateOptions {
+        avoid,
+        ..options.clone()
+    };
+    let longer = generator
+        .generate_retrying(prompt, Some(compiled), &options, 1, &mut |_, _| {})
+        .ok()?;
+    let extended = strict_calls(
+        format,
+        registry,
+        &longer.text(),
+        longer.stop_reason.finish_reason(),
+    )?;
+    provenance::fans_out(registry, &calls, &extended, request).then_some(longer)
 }
 
 /// The calls the strict reader finds (`None` when the text is not a well-formed step in the

@@ -713,44 +713,14 @@ impl Agent {
 
     /// Budgets that end the run before the model is called again.
     fn before_step(&self, usage: &Usage) -> Option<RunEnd> {
-        let budget = &self.config.policy.budget;
-        let exhausted = |code: &str, message: String| {
-            Some(RunEnd::BudgetExhausted {
-                code: code.to_owned(),
-                message,
+        self.config
+            .policy
+            .budget
+            .exceeded(&usage.next_step())
+            .map(|exceeded| RunEnd::BudgetExhausted {
+                code: exceeded.code.to_owned(),
+                message: exceeded.message,
             })
-        };
-        if budget.max_steps.is_some_and(|max| usage.steps >= max) {
-            return exhausted(
-                "step_budget_exhausted",
-                format!(
-                    "{} steps taken; the budget is {}",
-                    usage.steps,
-                    budget.max_steps.unwrap_or(0)
-                ),
-            );
-        }
-        if budget.max_tokens.is_some_and(|max| usage.tokens >= max) {
-            return exhausted(
-                "token_budget_exhausted",
-                format!(
-                    "{} tokens generated; the budget is {}",
-                    usage.tokens,
-                    budget.max_tokens.unwrap_or(0)
-                ),
-            );
-        }
-        if budget.max_wall_ms.is_some_and(|max| usage.wall_ms >= max) {
-            return exhausted(
-                "time_budget_exhausted",
-                format!(
-                    "{} ms elapsed; the budget is {} ms",
-                    usage.wall_ms,
-                    budget.max_wall_ms.unwrap_or(0)
-                ),
-            );
-        }
-        None
     }
 
     /// The step's grammar from the run's state: `None` when the base grammar applies

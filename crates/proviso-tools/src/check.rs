@@ -467,49 +467,13 @@ impl ToolGate {
                 );
             }
         }
-        if let Some(max) = budget.max_tool_calls {
-            if usage.tool_calls + n > max {
-                return over(
-                    "tool_call_budget_exhausted",
-                    format!(
-                        "{} tool calls already ran; {n} more would exceed the budget of {max}",
-                        usage.tool_calls
-                    ),
-                );
-            }
-        }
-        if let Some(max) = budget.max_cost {
-            if usage.cost + cost > max {
-                return over("cost_budget_exhausted", format!(
-                    "{} cost units already spent; this step costs {cost}, over the budget of {max}", usage.cost));
-            }
-        }
-        if let Some(max) = budget.max_steps {
-            if usage.steps > max {
-                return over(
-                    "step_budget_exhausted",
-                    format!("step {} exceeds the budget of {max} steps", usage.steps),
-                );
-            }
-        }
-        if let Some(max) = budget.max_tokens {
-            if usage.tokens > max {
-                return over(
-                    "token_budget_exhausted",
-                    format!(
-                        "{} tokens generated, over the budget of {max}",
-                        usage.tokens
-                    ),
-                );
-            }
-        }
-        if let Some(max) = budget.max_wall_ms {
-            if usage.wall_ms > max {
-                return over(
-                    "time_budget_exhausted",
-                    format!("{} ms elapsed, over the budget of {max} ms", usage.wall_ms),
-                );
-            }
+        let after = Usage {
+            tool_calls: usage.tool_calls + n,
+            cost: usage.cost + cost,
+            ..*usage
+        };
+        if let Some(exceeded) = budget.exceeded(&after) {
+            return over(exceeded.code, exceeded.message);
         }
         None
     }

@@ -48,7 +48,7 @@ pub use format::{
     finite_arguments, CallFormat, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
     ToolChoice,
 };
-pub use policy::{ArgumentPolicy, Budget, Policy, Role, Usage};
+pub use policy::{ArgumentPolicy, Budget, Exceeded, Policy, Role, Usage};
 pub use provenance::AutoChoice;
 pub use registry::{Registry, Tool, ToolSpec};
 pub use render::{instructions, write_call};

@@ -254,6 +254,65 @@ pub struct Budget {
     pub max_cost: Option<u64>,
 }
 
+/// A run-wide budget that usage went beyond: which, with its stable code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Exceeded {
+    /// The stable code (`step_budget_exhausted`, `tool_call_budget_exhausted`,
+    /// `cost_budget_exhausted`, `token_budget_exhausted`, `time_budget_exhausted`).
+    pub code: &'static str,
+    /// What was used against what was allowed.
+    pub message: String,
+}
+
+impl Budget {
+    /// The first run-wide limit `usage` goes beyond, if any. This is the one comparison both
+    /// the budget gate (on the usage a proposed step would bring) and the harness (on
+    /// [`Usage::next_step`], before calling the model again) make.
+    #[must_use]
+    pub fn exceeded(&self, usage: &Usage) -> Option<Exceeded> {
+        let limits = [
+            (
+                self.max_tool_calls,
+                usage.tool_calls,
+                "tool_call_budget_exhausted",
+                "tool calls",
+            ),
+            (
+                self.max_cost,
+                usage.cost,
+                "cost_budget_exhausted",
+                "cost units",
+            ),
+            (
+                self.max_steps,
+                usage.steps,
+                "step_budget_exhausted",
+                "steps",
+            ),
+            (
+                self.max_tokens,
+                usage.tokens,
+                "token_budget_exhausted",
+                "tokens",
+            ),
+            (
+                self.max_wall_ms,
+                usage.wall_ms,
+                "time_budget_exhausted",
+                "ms",
+            ),
+        ];
+        limits.into_iter().find_map(|(max, used, code, unit)| {
+            let max = max?;
+            (used > max).then(|| Exceeded {
+                code,
+                message: format!("{used} {unit} would be used; the budget is {max} {unit}"),
+            })
+        })
+    }
+}
+
 /// What a run has used so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -273,6 +332,20 @@ pub struct Usage {
     /// Cost units spent.
     #[serde(default)]
     pub cost: u64,
+}
+
+impl Usage {
+    /// The least the next step will use: one more step, one more token and one more
+    /// millisecond. A budget that this exceeds leaves no room for another step.
+    #[must_use]
+    pub fn next_step(&self) -> Self {
+        Self {
+            steps: self.steps + 1,
+            tokens: self.tokens + 1,
+            wall_ms: self.wall_ms + 1,
+            ..*self
+        }
+    }
 }
 
 /// Who is calling and within which limits: the input of the permission and budget gates.
@@ -417,5 +490,43 @@ mod tests {
         assert!(!clerk.permits("get_secret", IntentClass::Read));
         assert!(Policy::from_json(&json!({"role": "ghost"})).is_err());
         assert!(Policy::from_json(&json!({"rol": "x"})).is_err());
+    }
+
+    #[test]
+    fn the_gate_and_the_harness_meet_at_the_same_limit() {
+        let budget = Budget {
+            max_steps: Some(2),
+            max_tokens: Some(100),
+            ..Budget::default()
+        };
+        // The gate judges a step with the usage it brings: the second step is within.
+        let second = Usage {
+            steps: 2,
+            tokens: 100,
+            ..Usage::default()
+        };
+        assert_eq!(budget.exceeded(&second), None);
+        // The harness asks before a third step: there is no room left.
+        let exceeded = budget.exceeded(&second.next_step()).unwrap();
+        assert_eq!(exceeded.code, "step_budget_exhausted");
+        let one_step = Usage {
+            steps: 1,
+            tokens: 100,
+            ..Usage::default()
+        };
+        assert_eq!(
+            budget.exceeded(&one_step.next_step()).unwrap().code,
+            "token_budget_exhausted"
+        );
+        assert_eq!(
+            Budget::default().exceeded(
+                &Usage {
+                    steps: u64::MAX - 1,
+                    ..Usage::default()
+                }
+                .next_step()
+            ),
+            None
+        );
     }
 }

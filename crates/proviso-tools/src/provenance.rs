@@ -107,6 +107,163 @@ pub fn clarification(registry: &Registry, missing: &[String]) -> String {
     format!("Could you tell me the {}?", asks.join(" and the "))
 }
 
+/// Values the conversation states that no call uses: numbers as written (`5,10 and 15` is
+/// three numbers, `$50,000` one), identifiers (words with letters and digits, lower-cased)
+/// and quoted strings. A step that leaves some unused may be
+/// one call where the request asks for several ([`fans_out`]).
+#[must_use]
+pub fn unused_values(calls: &[(String, Value)], conversation: &str) -> Vec<String> {
+    let mut used_numbers = Vec::new();
+    let mut used_words = BTreeSet::new();
+    for (_, arguments) in calls {
+        collect_used(arguments, &mut used_numbers, &mut used_words);
+    }
+    let mut out = Vec::new();
+    for (literal, n) in stated_numbers(conversation) {
+        let used = used_numbers
+            .iter()
+            .any(|&m: &f64| (m - n).abs() <= 1e-9 * m.abs().max(1.0))
+            || used_words.contains(&literal);
+        if !used && !out.contains(&literal) {
+            out.push(literal);
+        }
+    }
+    // Identifiers (`NCT04123456`, `A12`) are values too.
+    for word in words(conversation) {
+        let identifier = word.len() >= 3
+            && word.chars().any(|c| c.is_ascii_digit())
+            && word.chars().any(char::is_alphabetic);
+        if identifier && !used_words.contains(&word) && !out.contains(&word) {
+            out.push(word);
+        }
+    }
+    for quoted in quoted_strings(conversation) {
+        let parts: Vec<String> = words(&quoted).collect();
+        if !parts.is_empty()
+            && !parts.iter().all(|p| used_words.contains(p))
+            && !out.contains(&quoted)
+        {
+            out.push(quoted);
+        }
+    }
+    out
+}
+
+/// Whether `extended`, the `first` calls followed by more, fans them out over what the
+/// conversation states: it begins with `first`, and every further call names a tool of
+/// `first`, differs from every other call, has its required arguments traceable, and uses a
+/// value `first` left unused.
+#[must_use]
+pub fn fans_out(
+    registry: &Registry,
+    first: &[(String, Value)],
+    extended: &[(String, Value)],
+    conversation: &str,
+) -> bool {
+    if extended.len() <= first.len() || extended[..first.len()] != *first {
+        return false;
+    }
+    let unused = unused_values(first, conversation);
+    let text = Conversation::new(conversation);
+    extended[first.len()..].iter().enumerate().all(|(i, call)| {
+        let (name, arguments) = call;
+        let Some(tool) = registry.get(name) else {
+            return false;
+        };
+        let position = first.len() + i;
+        first.iter().any(|(f, _)| f == name)
+            && !extended[..position].contains(call)
+            && text.untraceable(tool.spec(), arguments).is_empty()
+            && {
+                let left = unused_values(std::slice::from_ref(call), conversation);
+                unused.iter().any(|v| !left.contains(v))
+            }
+    })
+}
+
+/// Numbers a conversation states, read strictly (a comma is a thousands separator only
+/// before exactly three digits), with their literal text.
+fn stated_numbers(text: &str) -> Vec<(String, f64)> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'.');
+        if !bytes[i].is_ascii_digit() || !boundary {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        loop {
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let group = i + 4 <= bytes.len()
+                && bytes[i] == b','
+                && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+                && bytes.get(i + 4).is_none_or(|b| !b.is_ascii_digit());
+            if !group {
+                break;
+            }
+            i += 1;
+        }
+        if i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit() {
+            i += 1;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+        let literal = &text[start..i];
+        if let Ok(n) = literal.replace(',', "").parse::<f64>() {
+            out.push((literal.to_owned(), n));
+        }
+    }
+    out
+}
+
+/// Strings a conversation quotes with `'…'` or `"…"` (an apostrophe inside a word does not
+/// open a quote).
+fn quoted_strings(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let opens = (c == '"' || c == '\'') && (i == 0 || !chars[i - 1].is_alphanumeric());
+        if opens {
+            if let Some(len) = chars[i + 1..].iter().position(|&d| d == c) {
+                let inner: String = chars[i + 1..i + 1 + len].iter().collect();
+                if !inner.trim().is_empty() && len <= 80 {
+                    out.push(inner.trim().to_owned());
+                }
+                i += len + 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Numbers and words a call's arguments use.
+fn collect_used(value: &Value, numbers: &mut Vec<f64>, used: &mut BTreeSet<String>) {
+    match value {
+        Value::Number(n) => numbers.extend(n.as_f64()),
+        Value::String(s) => {
+            for word in words(s) {
+                if let Ok(n) = word.parse::<f64>() {
+                    numbers.push(n);
+                }
+                used.insert(word);
+            }
+            used.insert(s.clone());
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_used(v, numbers, used)),
+        Value::Object(fields) => fields.values().for_each(|v| collect_used(v, numbers, used)),
+        Value::Null | Value::Bool(_) => {}
+    }
+}
+
 /// The content words a tool's name and description share with the conversation.
 #[must_use]
 pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
@@ -639,6 +796,33 @@ mod tests {
             AutoChoice::Answer
         );
         assert_eq!(choose(&r, &[], q), AutoChoice::Answer);
+    }
+
+    #[test]
+    fn a_step_fans_out_over_stated_values_it_left_unused() {
+        let r = Registry::new(vec![ToolSpec::new(
+            "math.factorial",
+            "Factorial of a number.",
+            IntentClass::Compute,
+            json!({"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}),
+        )])
+        .unwrap();
+        let q = "Find the factorial of 5,10 and 15.";
+        let f = |n: i64| ("math.factorial".to_owned(), json!({"number": n}));
+        assert_eq!(unused_values(&[f(5)], q), ["10", "15"]);
+        assert!(unused_values(&[f(5), f(10), f(15)], q).is_empty());
+        assert!(fans_out(&r, &[f(5)], &[f(5), f(10), f(15)], q));
+        // A repeated call, an unstated value, or a changed first call is not a fan-out.
+        assert!(!fans_out(&r, &[f(5)], &[f(5), f(5)], q));
+        assert!(!fans_out(&r, &[f(5)], &[f(5), f(7)], q));
+        assert!(!fans_out(&r, &[f(5)], &[f(10), f(15)], q));
+        assert_eq!(
+            unused_values(
+                &[],
+                "Shows 'Friends' and \"The Office\" cost $50,000; it's 2.5"
+            ),
+            ["50,000", "2.5", "Friends", "The Office"]
+        );
     }
 
     #[test]

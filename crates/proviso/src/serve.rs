@@ -121,18 +121,24 @@ pub struct LocalJob {
     /// For tool grammars: the byte that starts a call (output starting with it is buffered,
     /// anything else is streamed as content).
     call_start: Option<u8>,
-    /// Under a two-phase `auto`: how the first phase's call is judged, and the grammar of
-    /// the text answer that replaces a call the conversation does not support.
+    /// For tool grammars: how a step's calls are judged against the conversation.
     auto: Option<AutoPhase>,
 }
 
-/// The second half of a two-phase `auto` choice.
+/// How a step's calls are judged against the conversation after generation: the second
+/// half of a two-phase `auto` choice, and the fan-out of a step that leaves stated values
+/// unused.
 #[derive(Debug)]
 struct AutoPhase {
     registry: Arc<Registry>,
+    format: CallFormat,
     /// The conversation's user and tool turns, which the call's arguments must come from.
     conversation: String,
+    /// Under a two-phase `auto`: the grammar of the text answer that replaces a call the
+    /// conversation does not support.
     text_only: Option<Compiled>,
+    /// When a step may hold several calls: what the format writes between two of them.
+    separator: Option<&'static str>,
 }
 
 /// A request refused before generation, naming the parameter.
@@ -400,8 +406,9 @@ impl Backend for LocalBackend {
             // When answers are JSON objects too, the first byte does not tell them apart.
             let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
             let registry = Arc::new(registry);
-            if two_phase {
-                auto_registry = Some(Arc::clone(&registry));
+            let separator = format.call_separator().filter(|_| options.max_calls > 1);
+            if two_phase || separator.is_some() {
+                auto_registry = Some((Arc::clone(&registry), format, separator));
             }
             let gate = ToolGate::new(registry, format, self.config.policy.clone());
             (
@@ -470,8 +477,10 @@ impl Backend for LocalBackend {
             None => None,
         };
         let auto = match auto_registry {
-            Some(registry) => Some(AutoPhase {
+            Some((registry, format, separator)) => Some(AutoPhase {
                 registry,
+                format,
+                separator,
                 conversation: conversation(request),
                 text_only: match &auto_text {
                     Some(spec) => Some(
@@ -514,6 +523,82 @@ impl Backend for LocalBackend {
 pub struct LocalWorker {
     generator: Generator<LlamaEngine>,
     attempts: usize,
+}
+
+impl LocalWorker {
+    /// A step whose calls leave values the conversation states unused may be one call
+    /// where the request asks for several: it is regenerated once with its own end, and any
+    /// call written twice in a row, avoided; the longer step replaces it only when it passes
+    /// the gates and fans the first calls out over those values
+    /// ([`proviso_tools::provenance::fans_out`]). Returns the longer step's calls and the
+    /// tokens spent.
+    fn fan_out(
+        &mut self,
+        auto: &AutoPhase,
+        job: &LocalJob,
+        compiled: Option<&Compiled>,
+        options: &GenerateOptions,
+        text: &str,
+        calls: &[(String, Value)],
+    ) -> Option<(Vec<ToolCallOut>, u64)> {
+        let separator = auto.separator?;
+        let Check::Tools { gate, .. } = &job.check else {
+            return None;
+        };
+        if calls.is_empty()
+            || proviso_tools::provenance::unused_values(calls, &auto.conversation).is_empty()
+        {
+            return None;
+        }
+        let mut avoid = vec![text.trim().to_owned()];
+        for (name, arguments) in calls {
+            let call = auto.format.call_text(name, arguments.as_object()?);
+            avoid.push(format!("{call}{separator}{call}"));
+        }
+        let options = GenerateOptions {
+            avoid,
+            ..options.clone()
+        };
+        let longer = self
+            .generator
+            .generate(&job.prompt, compiled, &options)
+            .ok()?;
+        let tokens = longer.tokens.len() as u64;
+        if !matches!(
+            longer.stop_reason,
+            StopReason::Stop | StopReason::GrammarComplete
+        ) {
+            return None;
+        }
+        let verdict = gate.check(&longer.text(), Finish::Stop, &Usage::default());
+        let Some(Intent::ToolRequest {
+            calls: extended, ..
+        }) = verdict.intent()
+        else {
+            return None;
+        };
+        let extended_pairs: Vec<(String, Value)> = extended
+            .iter()
+            .map(|c| (c.name().to_owned(), Value::Object(c.arguments().clone())))
+            .collect();
+        if !proviso_tools::provenance::fans_out(
+            &auto.registry,
+            calls,
+            &extended_pairs,
+            &auto.conversation,
+        ) {
+            return None;
+        }
+        let out = extended
+            .iter()
+            .map(|c| ToolCallOut {
+                id: call_id(),
+                name: c.name().to_owned(),
+                arguments: Value::Object(c.arguments().clone()).to_string(),
+            })
+            .collect();
+        Some((out, tokens))
+    }
 }
 
 static CALL_IDS: AtomicU64 = AtomicU64::new(1);
@@ -599,7 +684,8 @@ impl Worker for LocalWorker {
                 // because the grammar enforces the whole schema.
                 // The first phase of a two-phase `auto` writes a call, which never streams; its
                 // text answer streams as any other.
-                let probing = job.auto.is_some() && !answering;
+                let probing =
+                    job.auto.as_ref().is_some_and(|a| a.text_only.is_some()) && !answering;
                 let stream = !probing
                     && (!matches!(job.check, Check::Tools { .. }) || job.call_start.is_some());
                 let compiled = match &job.auto {
@@ -758,27 +844,36 @@ impl Worker for LocalWorker {
                         }
                     }
                 };
-                if let (Some(auto), Ok(choice)) = (&job.auto, &verdict) {
-                    if probing && !choice.tool_calls.is_empty() {
-                        let calls: Vec<(String, Value)> = choice
-                            .tool_calls
-                            .iter()
-                            // The arguments were serialised from the gate's own objects just
-                            // above, so they always read back.
-                            .filter_map(|c| {
-                                Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?))
-                            })
-                            .collect();
-                        let chosen = proviso_tools::provenance::choose(
+                let mut verdict = verdict;
+                if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
+                    let calls: Vec<(String, Value)> = choice
+                        .tool_calls
+                        .iter()
+                        // The arguments were serialised from the gate's own objects just
+                        // above, so they always read back.
+                        .filter_map(|c| {
+                            Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?))
+                        })
+                        .collect();
+                    if probing
+                        && !calls.is_empty()
+                        && proviso_tools::provenance::choose(
                             &auto.registry,
                             &calls,
                             &auto.conversation,
-                        );
-                        if chosen != proviso_tools::AutoChoice::Call {
-                            answering = true;
-                            attempt = 0;
-                            continue;
-                        }
+                        ) != proviso_tools::AutoChoice::Call
+                    {
+                        answering = true;
+                        attempt = 0;
+                        continue;
+                    }
+                    if let Some((longer, tokens)) =
+                        self.fan_out(auto, &job, compiled, &options, &text, &calls)
+                    {
+                        completion_tokens += tokens;
+                        sink.generated(tokens);
+                        choice.tool_calls = longer;
+                        choice.completion_tokens = completion_tokens;
                     }
                 }
                 match verdict {

@@ -113,6 +113,18 @@ impl CallFormat {
 }
 
 impl CallFormat {
+    /// What the grammar writes between two calls of one step, between their
+    /// [`call_text`](Self::call_text)s; `None` for formats whose step holds one call or whose
+    /// calls are not written one after another.
+    #[must_use]
+    pub fn call_separator(self) -> Option<&'static str> {
+        match self {
+            Self::Pythonic => Some(", "),
+            Self::Hermes => Some("\n</tool_call>\n<tool_call>\n"),
+            Self::Envelope | Self::Llama3 => None,
+        }
+    }
+
     /// The text that identifies a call to `name` with `arguments` in this format, as its
     /// grammar makes the model write it (fixed separators; keys in the order given): the
     /// decoder can be told to avoid it, so a call that already ran is not written again.
