@@ -129,6 +129,15 @@ fn raw_http_against_the_real_model() {
         body["choices"][0]["message"].get("tool_calls").is_none(),
         "{body}"
     );
+    // Tool-call arguments sent back that are not a JSON object: 422, naming the message.
+    for arguments in ["{trial_id: 1}", "[1]"] {
+        let (status, body) = server.post(&json!({"messages": [
+            {"role": "user", "content": "arms?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_arm", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "{}"}], "tools": tools()}).to_string(), "application/json");
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["param"], "messages[1].tool_calls", "{body}");
+    }
     // Malformed, invalid, unsupported, wrong type, oversized.
     for (payload, content_type, status, code) in [
         ("{\"messages\": ".to_owned(), "application/json", 400, "invalid_json"),
@@ -383,6 +392,51 @@ fn the_gateway_never_trusts_its_upstream() {
         // Bounded retries: two attempts, then the error.
         assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
+    // No default stands in for what the transport gate judges: a reply without a stop
+    // reason is `missing_stop_reason`, and one without content or calls is `missing_content`.
+    for (reply, code) in [
+        (
+            json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "Arm A."}}]}),
+            "missing_stop_reason",
+        ),
+        (
+            json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
+            "finish_reason": "stop", "message": {"role": "assistant"}}]}),
+            "missing_content",
+        ),
+        (
+            json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
+            "finish_reason": "cancelled", "message": {"role": "assistant", "content": "Arm"}}]}),
+            "unknown_stop_reason",
+        ),
+    ] {
+        let (upstream, _) = fake_upstream(reply);
+        let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+        let (status, body) = gateway.post(
+            &json!({"messages": [{"role": "user", "content": "arms?"}]}).to_string(),
+            "application/json",
+        );
+        assert_eq!(status, 502, "{body}");
+        assert_eq!(body["error"]["code"], "output_rejected", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(code),
+            "{code}: {body}"
+        );
+    }
+    // Tool-call arguments a client sends back that are not a JSON object get the same 422
+    // from the gateway as from the local backend (`raw_http_against_the_real_model`).
+    let (upstream, count) = fake_upstream(json!({}));
+    let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "llamacpp"]);
+    for arguments in ["{trial_id: 1}", "[1]"] {
+        let (status, body) = gateway.post(&json!({"messages": [
+            {"role": "user", "content": "arms?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_arm", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "{}"}], "tools": tools()}).to_string(), "application/json");
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["param"], "messages[1].tool_calls", "{body}");
+    }
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A valid call passes through, gated.
     let reply = json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
         "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,

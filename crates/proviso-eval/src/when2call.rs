@@ -280,14 +280,14 @@ pub fn run(
                     &mut |_, _| {},
                 )
                 .map(|g| {
-                    let finish = Finish::from_reason(g.stop_reason.finish_reason());
+                    let finish = Finish::read(Some(g.stop_reason.finish_reason()));
                     (g.text(), finish)
                 })
         };
         let mut outcome = Ok(None);
         if let Some(call_grammar) = &call_grammar {
             outcome = generate(call_grammar).map(|(text, finish)| {
-                let verdict = gate.check(&text, finish?, &Usage::default());
+                let verdict = gate.check(&text, finish, &Usage::default());
                 let Some(Intent::ToolRequest { calls, .. }) = verdict.intent() else {
                     return None;
                 };
@@ -310,14 +310,11 @@ pub fn run(
             None => generate(&text_grammar).map(|(text, finish)| {
                 // A missing or unknown stop reason is rejected by the transport gate, never
                 // read as a normal stop.
-                let chosen = match finish.map(|f| gate.check(&text, f, &Usage::default())) {
-                    Some(verdict) => match verdict.intent() {
-                        Some(Intent::ToolRequest { .. }) => "tool_call",
-                        Some(Intent::Clarification { .. }) => "request_for_info",
-                        Some(Intent::Abort { .. }) => "cannot_answer",
-                        Some(_) => "direct",
-                        None => "rejected",
-                    },
+                let chosen = match gate.check(&text, finish, &Usage::default()).intent() {
+                    Some(Intent::ToolRequest { .. }) => "tool_call",
+                    Some(Intent::Clarification { .. }) => "request_for_info",
+                    Some(Intent::Abort { .. }) => "cannot_answer",
+                    Some(_) => "direct",
                     None => "rejected",
                 };
                 (chosen.to_owned(), text)

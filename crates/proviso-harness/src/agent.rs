@@ -580,7 +580,9 @@ impl Agent {
                 proposed: &proposed,
                 duration,
             });
-            let finish = Finish::from_reason(&proposed.finish_reason).unwrap_or(Finish::Stop);
+            // A missing or unknown stop reason (`cancelled` too) is judged by the transport
+            // gate, never read as a normal stop.
+            let finish = Finish::read(Some(&proposed.finish_reason));
             let verdict = self.gate.check_step(&proposed.text, finish, &usage, step);
             let verdict = if self.config.refuse_repeated_calls {
                 refuse_repeats(verdict, &executed)

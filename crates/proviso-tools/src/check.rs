@@ -31,10 +31,28 @@ pub enum Finish {
     /// The decoder stopped the output because it degenerated into repetition: the text is
     /// a fragment, as under `Length`, but a larger budget would not help.
     Repetition,
+    /// The generation was stopped by its caller (a client went away, a deadline passed):
+    /// the text is a fragment, and nothing is retried.
+    Cancelled,
+    /// No stop reason, or one proviso does not know: the output may be unfinished, so it is
+    /// never read as a normal stop.
+    Unknown,
 }
 
 impl Finish {
-    /// Reads an OpenAI `finish_reason` (`tool_calls` and `function_call` are natural ends).
+    /// Reads a stop reason as a provider or the decoder spells it; a missing or unknown one
+    /// is [`Finish::Unknown`], which the transport gate rejects.
+    #[must_use]
+    pub fn read(reason: Option<&str>) -> Self {
+        match reason {
+            Some("cancelled") => Self::Cancelled,
+            Some(reason) => Self::from_reason(reason).unwrap_or(Self::Unknown),
+            None => Self::Unknown,
+        }
+    }
+
+    /// Reads an OpenAI `finish_reason` (`tool_calls` and `function_call` are natural ends);
+    /// `None` when the reason is not one of the known ends.
     #[must_use]
     pub fn from_reason(reason: &str) -> Option<Self> {
         match reason {
@@ -133,6 +151,30 @@ impl ToolGate {
                         Gate::Transport,
                         "content_filtered",
                         "the provider's content filter removed output",
+                        Location::default(),
+                    )
+                    .with_next_step(NextStep::Stop)),
+                )
+            }
+            Finish::Cancelled => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "cancelled",
+                        "the generation was cancelled; a fragment is never parsed",
+                        Location::default(),
+                    )
+                    .with_next_step(NextStep::Stop)),
+                )
+            }
+            Finish::Unknown => {
+                return Verdict::from_parts(
+                    gates,
+                    Err(Rejection::new(
+                        Gate::Transport,
+                        "unknown_stop_reason",
+                        "the stop reason is missing or unknown, so the output may be unfinished",
                         Location::default(),
                     )
                     .with_next_step(NextStep::Stop)),
@@ -476,5 +518,44 @@ impl ToolGate {
             return over(exceeded.code, exceeded.message);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proviso_contract::{Gate, IntentClass};
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::ToolSpec;
+
+    #[test]
+    fn a_missing_or_unknown_stop_reason_is_never_a_normal_stop() {
+        let registry = Registry::new(vec![ToolSpec::new(
+            "get_arm",
+            "Reads one arm.",
+            IntentClass::Read,
+            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+        )])
+        .unwrap();
+        let gate = ToolGate::new(Arc::new(registry), CallFormat::Pythonic, Policy::default());
+        let call = r#"[get_arm(id="A")]"#;
+        assert!(gate
+            .check(call, Finish::read(Some("stop")), &Usage::default())
+            .accepted());
+        for (reason, code) in [
+            (None, "unknown_stop_reason"),
+            (Some("eos_maybe"), "unknown_stop_reason"),
+            (Some("cancelled"), "cancelled"),
+            (Some("length"), "incomplete_response"),
+            (Some("repetition"), "repetition"),
+        ] {
+            let verdict = gate.check(call, Finish::read(reason), &Usage::default());
+            let rejection = verdict.rejection().unwrap();
+            assert_eq!(rejection.gate(), Gate::Transport, "{reason:?}");
+            assert_eq!(rejection.code(), code, "{reason:?}");
+        }
     }
 }

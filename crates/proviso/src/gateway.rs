@@ -7,19 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use proviso_contract::{Contract, Intent};
 use proviso_server::{
-    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, ToolCallOut, ToolChoiceRequest, Worker,
+    Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, RunError, Sink, Timings, ToolChoiceRequest, Worker,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
 use proviso_tools::{
-    instructions, write_call, CallFormat, Finish, GrammarOptions, Policy, Registry, ToolChoice,
-    ToolGate, Usage,
+    instructions, write_call, CallFormat, GrammarOptions, Policy, Registry, ToolChoice, ToolGate,
 };
 use serde_json::{json, Map, Value};
 
-use crate::serve::{contract, rejected};
+use crate::judgement::{self as judge, Ended, Judge};
+use crate::serve::{call_arguments, contract, rejected};
 
 /// Which dialect the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,21 +119,6 @@ impl GatewayBackend {
     }
 }
 
-/// How an upstream answer is judged.
-#[derive(Debug)]
-enum Judge {
-    Text,
-    JsonObject,
-    Contract(Box<Contract>),
-    /// Native tool calls in the envelope (OpenAI, vLLM) or hermes calls in the text
-    /// (llama.cpp): both through the same gate.
-    Tools {
-        gate: Box<ToolGate>,
-        native: bool,
-        answer: Option<Box<Contract>>,
-    },
-}
-
 /// A prepared upstream request.
 #[derive(Debug)]
 pub struct GatewayJob {
@@ -158,19 +142,23 @@ fn wire_messages(
         return Ok(Vec::new());
     };
     let mut out = Vec::with_capacity(messages.len() + 1);
-    for m in messages {
+    for (i, m) in messages.iter().enumerate() {
         let mut message = json!({"role": m.role.as_str(), "content": m.content});
+        // Arguments the client sends back are read as every backend reads them.
+        let arguments: Vec<Map<String, Value>> = m
+            .tool_calls
+            .iter()
+            .map(|call| call_arguments(i, call))
+            .collect::<Result<_, _>>()?;
         if !m.tool_calls.is_empty() {
             if hermes_calls {
                 // Tools are prompt text for this upstream: past calls are written as text too.
                 let mut content = m.content.clone();
-                for call in &m.tool_calls {
-                    let args: Map<String, Value> =
-                        serde_json::from_str(&call.arguments).unwrap_or_default();
+                for (call, args) in m.tool_calls.iter().zip(&arguments) {
                     if !content.is_empty() {
                         content.push('\n');
                     }
-                    content.push_str(&write_call(CallFormat::Hermes, &call.name, &args));
+                    content.push_str(&write_call(CallFormat::Hermes, &call.name, args));
                 }
                 message["content"] = json!(content);
             } else {
@@ -529,20 +517,9 @@ impl Worker for GatewayWorker {
                     .pointer("/usage/prompt_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
-                let text = response
-                    .pointer("/choices/0/message/content")
-                    .or_else(|| response.pointer("/choices/0/text"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let finish = response
-                    .pointer("/choices/0/finish_reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stop")
-                    .to_owned();
                 let base = ChoiceResult {
                     index,
-                    content: Some(text.clone()),
+                    content: None,
                     tool_calls: Vec::new(),
                     finish_reason: FinishReason::Stop,
                     prompt_tokens,
@@ -553,118 +530,40 @@ impl Worker for GatewayWorker {
                     },
                     rejections: rejections.clone(),
                 };
-                if finish == "length" {
-                    // A fragment, returned as text and never judged as a call or an object.
-                    if !text.is_empty() && !sink.send(index, Delta::Content(text.clone())) {
-                        return Err(RunError::Cancelled);
-                    }
-                    choices.push(ChoiceResult {
-                        finish_reason: FinishReason::Length,
-                        ..base
-                    });
-                    break;
-                }
-                let fail = |r: &proviso_contract::Rejection| {
-                    (
-                        r.gate().to_string(),
-                        r.code().to_owned(),
-                        r.message().to_owned(),
-                    )
-                };
-                let verdict: Result<ChoiceResult, (String, String, String)> = match &job.judge {
-                    Judge::Text => Ok(base),
-                    Judge::JsonObject => {
-                        match proviso_json::parse_str(&text, &proviso_json::ParseOptions::default())
-                        {
-                            Ok(Value::Object(_)) => Ok(base),
-                            Ok(_) => Err((
-                                "schema".into(),
-                                "type_mismatch".into(),
-                                "the output is not a JSON object".into(),
-                            )),
-                            Err(e) => Err(("parse".into(), e.code().into(), e.to_string())),
-                        }
-                    }
-                    Judge::Contract(c) => match c.check_text(text.as_bytes()).rejection() {
-                        None => Ok(base),
-                        Some(r) => Err(fail(r)),
-                    },
-                    Judge::Tools {
-                        gate,
-                        native,
-                        answer,
-                    } => {
-                        let verdict = if *native {
-                            gate.check_envelope(response.to_string().as_bytes(), &Usage::default())
-                        } else {
-                            gate.check(&text, Finish::Stop, &Usage::default())
-                        };
-                        match (verdict.intent(), verdict.rejection()) {
-                            (Some(Intent::ToolRequest { calls, .. }), _) => Ok(ChoiceResult {
-                                content: None,
-                                tool_calls: calls
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(i, c)| ToolCallOut {
-                                        id: c.id().map_or_else(
-                                            || format!("call_{index}_{i}"),
-                                            str::to_owned,
-                                        ),
-                                        name: c.name().to_owned(),
-                                        arguments: Value::Object(c.arguments().clone()).to_string(),
-                                    })
-                                    .collect(),
-                                finish_reason: FinishReason::ToolCalls,
-                                ..base
-                            }),
-                            (Some(Intent::FinalAnswer { .. }), _) => match answer {
-                                None => Ok(base),
-                                Some(c) => match c.check_text(text.trim().as_bytes()).rejection() {
-                                    None => Ok(base),
-                                    Some(r) => Err(fail(r)),
-                                },
-                            },
-                            (_, Some(r)) => Err(fail(r)),
-                            _ => Err((
-                                "application".into(),
-                                "unsupported_intent".into(),
-                                "the upstream's answer is not a call or a text".into(),
-                            )),
-                        }
-                    }
-                };
-                match verdict {
-                    Ok(choice) => {
-                        if let Some(text) = &choice.content {
-                            if !text.is_empty() && !sink.send(index, Delta::Content(text.clone())) {
-                                return Err(RunError::Cancelled);
-                            }
-                        }
-                        for (i, call) in choice.tool_calls.iter().enumerate() {
-                            if !sink.send(
-                                index,
-                                Delta::ToolCall {
-                                    index: u32::try_from(i).unwrap_or(u32::MAX),
-                                    call: call.clone(),
-                                },
-                            ) {
-                                return Err(RunError::Cancelled);
-                            }
-                        }
+                let ended = job
+                    .judge
+                    .envelope(&response, &mut |i| format!("call_{index}_{i}"));
+                let (fragment, finish_reason) = match ended {
+                    Ok(Ended::Complete(judged)) => {
+                        let choice = judge::choice(base, judged);
+                        judge::send(sink, index, &choice, true)?;
                         choices.push(choice);
                         break;
                     }
-                    Err((gate, code, message)) => {
-                        rejections.push(gate.clone());
-                        if attempt >= self.attempts {
-                            return Err(RunError::OutputRejected {
-                                gate,
-                                code,
-                                message,
-                            });
-                        }
+                    // A fragment is returned as text and never judged as a call or an
+                    // object; a loop is asked for again while attempts remain.
+                    Ok(Ended::Cut(fragment)) => (fragment, FinishReason::Length),
+                    Ok(Ended::Looped(_)) if attempt < self.attempts => {
+                        rejections.push("transport".to_owned());
+                        continue;
                     }
-                }
+                    Ok(Ended::Looped(fragment)) => (fragment, FinishReason::Repetition),
+                    Err(refusal) => {
+                        rejections.push(refusal.gate.clone());
+                        if attempt >= self.attempts {
+                            return Err(judge::rejected(refusal));
+                        }
+                        continue;
+                    }
+                };
+                let choice = ChoiceResult {
+                    content: Some(fragment),
+                    finish_reason,
+                    ..base
+                };
+                judge::send(sink, index, &choice, true)?;
+                choices.push(choice);
+                break;
             }
         }
         Ok(choices)

@@ -50,6 +50,8 @@ pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
 #[cfg(feature = "local")]
 mod gateway;
 #[cfg(feature = "local")]
+mod judgement;
+#[cfg(feature = "local")]
 mod proposer;
 #[cfg(feature = "local")]
 pub use gateway::{GatewayBackend, GatewayConfig, GatewayJob, GatewayWorker, UpstreamKind};

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use proviso_contract::{Contract, Intent};
+use proviso_contract::Contract;
 use proviso_decode::{
     CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, GenerateOptions, Generator,
     Message, Sampling, StopReason, TokenId,
@@ -16,11 +16,12 @@ use proviso_server::{
     RejectedRequest, RunError, Sink, Timings, ToolCallOut, ToolChoiceRequest, Worker,
 };
 use proviso_tools::{
-    instructions, write_call, CallFormat, Finish, Grammar, GrammarOptions, Policy, Registry, Role,
-    ToolChoice, ToolGate, Usage,
+    instructions, write_call, CallFormat, Grammar, GrammarOptions, Policy, Registry, Role,
+    ToolChoice, ToolGate,
 };
 use serde_json::Value;
 
+use crate::judgement::{self as judge, Judge, Judged};
 use crate::local::LocalModel;
 
 /// How the local backend serves.
@@ -94,28 +95,12 @@ impl LocalBackend {
     }
 }
 
-/// How a finished text is judged.
-#[derive(Debug)]
-enum Check {
-    /// Returned as is (free text, regex, choice, Lark: the grammar is the whole contract).
-    Text,
-    /// Strict JSON, an object.
-    JsonObject,
-    /// The response schema's contract.
-    Contract(Box<Contract>),
-    /// The tool gates; text answers pass `answer` when a response schema is given.
-    Tools {
-        gate: Box<ToolGate>,
-        answer: Option<Box<Contract>>,
-    },
-}
-
 /// A prepared request.
 #[derive(Debug)]
 pub struct LocalJob {
     prompt: Vec<TokenId>,
     compiled: Option<Compiled>,
-    check: Check,
+    check: Judge,
     options: GenerateOptions,
     n: u32,
     /// For tool grammars: the byte that starts a call (output starting with it is buffered,
@@ -176,6 +161,29 @@ fn spec_of(grammar: &Grammar) -> ConstraintSpec {
     }
 }
 
+/// The arguments of a call the client sent back in `messages[i]`: a JSON object, or the
+/// request is refused (422). Every backend reads them here, so none reads a malformed
+/// call as `{}`.
+pub(crate) fn call_arguments(
+    i: usize,
+    call: &proviso_server::WireToolCall,
+) -> Result<serde_json::Map<String, Value>, RejectedRequest> {
+    let param = format!("messages[{i}].tool_calls");
+    match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(Value::Object(arguments)) => Ok(arguments),
+        Ok(_) => Err(rejected(
+            &param,
+            "tool-call arguments must be a JSON object",
+            false,
+        )),
+        Err(e) => Err(rejected(
+            &param,
+            format!("arguments of `{}` are not JSON: {e}", call.name),
+            false,
+        )),
+    }
+}
+
 /// The validator of a response schema; what it cannot enforce is refused by name.
 pub(crate) fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
     Contract::builder(proviso_decode::strip_extensions(schema))
@@ -220,28 +228,14 @@ impl LocalBackend {
                 for (i, m) in messages.iter().enumerate() {
                     let mut content = m.content.clone();
                     for call in &m.tool_calls {
-                        let arguments: Value =
-                            serde_json::from_str(&call.arguments).map_err(|e| {
-                                rejected(
-                                    &format!("messages[{i}].tool_calls"),
-                                    format!("arguments of `{}` are not JSON: {e}", call.name),
-                                    false,
-                                )
-                            })?;
-                        let Some(arguments) = arguments.as_object() else {
-                            return Err(rejected(
-                                &format!("messages[{i}].tool_calls"),
-                                "tool-call arguments must be a JSON object",
-                                false,
-                            ));
-                        };
+                        let arguments = call_arguments(i, call)?;
                         if !content.is_empty() {
                             content.push('\n');
                         }
                         content.push_str(&write_call(
                             self.config.call_format,
                             &call.name,
-                            arguments,
+                            &arguments,
                         ));
                     }
                     out.push(Message::new(m.role.as_str(), content));
@@ -413,8 +407,9 @@ impl Backend for LocalBackend {
             let gate = ToolGate::new(registry, format, self.config.policy.clone());
             (
                 Some(spec_of(&grammar.grammar)),
-                Check::Tools {
+                Judge::Tools {
                     gate: Box::new(gate),
+                    native: false,
                     answer,
                 },
                 Some(text),
@@ -422,12 +417,12 @@ impl Backend for LocalBackend {
             )
         } else {
             match &request.constraint {
-                OutputConstraint::None => (None, Check::Text, None, None),
+                OutputConstraint::None => (None, Judge::Text, None, None),
                 OutputConstraint::JsonObject => (
                     Some(ConstraintSpec::JsonSchema(
                         serde_json::json!({"type": "object"}),
                     )),
-                    Check::JsonObject,
+                    Judge::JsonObject,
                     None,
                     None,
                 ),
@@ -435,33 +430,33 @@ impl Backend for LocalBackend {
                     let contract = contract(schema, "response_format.json_schema.schema")?;
                     (
                         Some(ConstraintSpec::JsonSchema(schema.clone())),
-                        Check::Contract(Box::new(contract)),
+                        Judge::Contract(Box::new(contract)),
                         None,
                         None,
                     )
                 }
                 OutputConstraint::Regex(r) => (
                     Some(ConstraintSpec::Regex(r.clone())),
-                    Check::Text,
+                    Judge::Text,
                     None,
                     None,
                 ),
                 OutputConstraint::Choice(c) => (
                     Some(ConstraintSpec::Choice(c.clone())),
-                    Check::Text,
+                    Judge::Text,
                     None,
                     None,
                 ),
                 OutputConstraint::Lark(l) => (
                     Some(ConstraintSpec::Lark(l.clone())),
-                    Check::Text,
+                    Judge::Text,
                     None,
                     None,
                 ),
             }
         };
         let param = match (&check, &request.constraint) {
-            (Check::Tools { .. }, _) => "tools",
+            (Judge::Tools { .. }, _) => "tools",
             (_, OutputConstraint::JsonSchema { .. }) => "response_format.json_schema.schema",
             (_, OutputConstraint::Regex(_)) => "guided_regex",
             (_, OutputConstraint::Choice(_)) => "guided_choice",
@@ -542,9 +537,9 @@ impl LocalWorker {
         calls: &[(String, Value)],
     ) -> Option<(Vec<ToolCallOut>, u64)> {
         let separator = auto.separator?;
-        let Check::Tools { gate, .. } = &job.check else {
+        if !matches!(job.check, Judge::Tools { .. }) {
             return None;
-        };
+        }
         if calls.is_empty()
             || proviso_tools::provenance::unused_values(calls, &auto.conversation).is_empty()
         {
@@ -570,33 +565,21 @@ impl LocalWorker {
         ) {
             return None;
         }
-        let verdict = gate.check(&longer.text(), Finish::Stop, &Usage::default());
-        let Some(Intent::ToolRequest {
-            calls: extended, ..
-        }) = verdict.intent()
-        else {
+        let Ok(Judged::Calls(out)) = job.check.local(&longer.text(), &mut |_| call_id()) else {
             return None;
         };
-        let extended_pairs: Vec<(String, Value)> = extended
+        let extended: Vec<(String, Value)> = out
             .iter()
-            .map(|c| (c.name().to_owned(), Value::Object(c.arguments().clone())))
+            .filter_map(|c| Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?)))
             .collect();
         if !proviso_tools::provenance::fans_out(
             &auto.registry,
             calls,
-            &extended_pairs,
+            &extended,
             &auto.conversation,
         ) {
             return None;
         }
-        let out = extended
-            .iter()
-            .map(|c| ToolCallOut {
-                id: call_id(),
-                name: c.name().to_owned(),
-                arguments: Value::Object(c.arguments().clone()).to_string(),
-            })
-            .collect();
         Some((out, tokens))
     }
 }
@@ -687,7 +670,7 @@ impl Worker for LocalWorker {
                 let probing =
                     job.auto.as_ref().is_some_and(|a| a.text_only.is_some()) && !answering;
                 let stream = !probing
-                    && (!matches!(job.check, Check::Tools { .. }) || job.call_start.is_some());
+                    && (!matches!(job.check, Judge::Tools { .. }) || job.call_start.is_some());
                 let compiled = match &job.auto {
                     Some(auto) if answering => auto.text_only.as_ref(),
                     _ => job.compiled.as_ref(),
@@ -768,82 +751,10 @@ impl Worker for LocalWorker {
                     });
                     break;
                 }
-                let verdict = match &job.check {
-                    Check::Text => Ok(base),
-                    Check::JsonObject => {
-                        match proviso_json::parse_str(&text, &proviso_json::ParseOptions::default())
-                        {
-                            Ok(Value::Object(_)) => Ok(base),
-                            Ok(_) => Err((
-                                "schema".to_owned(),
-                                "type_mismatch".to_owned(),
-                                "the output is not a JSON object".to_owned(),
-                            )),
-                            Err(e) => Err(("parse".to_owned(), e.code().to_owned(), e.to_string())),
-                        }
-                    }
-                    Check::Contract(contract) => {
-                        let verdict = contract.check_text(text.as_bytes());
-                        match verdict.rejection() {
-                            None => Ok(base),
-                            Some(r) => Err((
-                                r.gate().to_string(),
-                                r.code().to_owned(),
-                                r.message().to_owned(),
-                            )),
-                        }
-                    }
-                    Check::Tools { gate, answer } => {
-                        let verdict = gate.check(&text, Finish::Stop, &Usage::default());
-                        match (verdict.intent(), verdict.rejection()) {
-                            (Some(Intent::ToolRequest { calls, .. }), _) => {
-                                let calls: Vec<ToolCallOut> = calls
-                                    .iter()
-                                    .map(|c| ToolCallOut {
-                                        id: call_id(),
-                                        name: c.name().to_owned(),
-                                        arguments: Value::Object(c.arguments().clone()).to_string(),
-                                    })
-                                    .collect();
-                                Ok(ChoiceResult {
-                                    content: None,
-                                    tool_calls: calls,
-                                    finish_reason: FinishReason::ToolCalls,
-                                    ..base
-                                })
-                            }
-                            (Some(Intent::FinalAnswer { .. }), _) => match answer {
-                                None => Ok(base),
-                                Some(contract) => {
-                                    let verdict = contract.check_text(text.trim().as_bytes());
-                                    match verdict.rejection() {
-                                        None => Ok(base),
-                                        Some(r) => Err((
-                                            r.gate().to_string(),
-                                            r.code().to_owned(),
-                                            r.message().to_owned(),
-                                        )),
-                                    }
-                                }
-                            },
-                            (_, Some(r)) => Err((
-                                r.gate().to_string(),
-                                r.code().to_owned(),
-                                r.message().to_owned(),
-                            )),
-                            (Some(other), None) => Err((
-                                "application".to_owned(),
-                                "unsupported_intent".to_owned(),
-                                format!("`{}` is not returned by the server", other.kind()),
-                            )),
-                            (None, None) => Err((
-                                "application".to_owned(),
-                                "missing_intent".to_owned(),
-                                "no intent".to_owned(),
-                            )),
-                        }
-                    }
-                };
+                let verdict = job
+                    .check
+                    .local(&text, &mut |_| call_id())
+                    .map(|judged| judge::choice(base, judged));
                 let mut verdict = verdict;
                 if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
                     let calls: Vec<(String, Value)> = choice
@@ -878,28 +789,16 @@ impl Worker for LocalWorker {
                 }
                 match verdict {
                     Ok(choice) => {
-                        for (i, call) in choice.tool_calls.iter().enumerate() {
-                            let delta = Delta::ToolCall {
-                                index: u32::try_from(i).unwrap_or(u32::MAX),
-                                call: call.clone(),
-                            };
-                            if !sink.send(index, delta) {
-                                return Err(RunError::Cancelled);
-                            }
-                        }
+                        judge::send(sink, index, &choice, false)?;
                         choices.push(choice);
                         break;
                     }
-                    Err((gate, code, message)) => {
-                        rejections.push(gate.clone());
+                    Err(refusal) => {
+                        rejections.push(refusal.gate.clone());
                         // Streamed text cannot be taken back: a rejection after streaming ends
                         // the request with an error rather than a second, different text.
                         if attempt >= self.attempts || sent_any {
-                            return Err(RunError::OutputRejected {
-                                gate,
-                                code,
-                                message,
-                            });
+                            return Err(judge::rejected(refusal));
                         }
                     }
                 }

@@ -1,0 +1,264 @@
+//! One judge for every backend: the local model's workers and the gateway's both hand a
+//! finished output here, and get back the same typed result.
+//!
+//! The order is the gates' order. The transport gate comes first and no default stands in
+//! for what it judges: an upstream envelope is opened by [`proviso_contract::open_envelope`]
+//! (a missing `finish_reason` is `missing_stop_reason`, never `stop`; missing content is
+//! `missing_content`, never `""`), and the local model's stop reason is read from its own
+//! enum. Only then is the output judged as text, a JSON object, a response schema's contract,
+//! or tool calls through the [`ToolGate`] (with the answer contract for text answers).
+
+use proviso_contract::{Contract, Intent, Rejection};
+use proviso_server::{ChoiceResult, Delta, FinishReason, RunError, Sink, ToolCallOut};
+use proviso_tools::{Finish, ToolGate, Usage};
+use serde_json::Value;
+
+/// How a finished output is judged.
+#[derive(Debug)]
+pub(crate) enum Judge {
+    /// Returned as is (free text, regex, choice, Lark: the grammar is the whole contract).
+    Text,
+    /// Strict JSON, an object.
+    JsonObject,
+    /// The response schema's contract.
+    Contract(Box<Contract>),
+    /// The tool gates; text answers pass `answer` when a response schema is given.
+    Tools {
+        gate: Box<ToolGate>,
+        /// Whether calls arrive in the envelope's `tool_calls` (an upstream's native tools)
+        /// rather than written in the text.
+        native: bool,
+        answer: Option<Box<Contract>>,
+    },
+}
+
+/// Why an output was refused: the gate, its stable code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) gate: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
+impl From<&Rejection> for Refusal {
+    fn from(r: &Rejection) -> Self {
+        Self {
+            gate: r.gate().to_string(),
+            code: r.code().to_owned(),
+            message: r.message().to_owned(),
+        }
+    }
+}
+
+impl Refusal {
+    fn new(gate: &str, code: &str, message: impl Into<String>) -> Self {
+        Self {
+            gate: gate.to_owned(),
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What an output that passed the transport gate is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// A text answer (also a JSON answer under a response schema).
+    Answer(String),
+    /// Accepted calls; `id` is the provider's id when it gave one.
+    Calls(Vec<ToolCallOut>),
+}
+
+/// How an output ended, before it is judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Complete: judge it.
+    Complete(Judged),
+    /// Cut by the token limit: returned as a fragment of text, never judged as a call or an
+    /// object.
+    Cut(String),
+    /// Stopped for degenerate repetition: a fragment, which a caller may regenerate.
+    Looped(String),
+}
+
+impl Judge {
+    /// Judges a complete output of the local model (its stop reason was a natural end).
+    pub(crate) fn local(
+        &self,
+        text: &str,
+        id: &mut dyn FnMut(usize) -> String,
+    ) -> Result<Judged, Refusal> {
+        match self {
+            Self::Tools { gate, answer, .. } => {
+                let verdict = gate.check(text, Finish::Stop, &Usage::default());
+                Self::verdict(&verdict, text, answer.as_deref(), id)
+            }
+            _ => self.text(text),
+        }
+    }
+
+    /// Judges an upstream's response envelope: the transport gate first, then the output.
+    pub(crate) fn envelope(
+        &self,
+        envelope: &Value,
+        id: &mut dyn FnMut(usize) -> String,
+    ) -> Result<Ended, Refusal> {
+        let payload = match proviso_contract::open_envelope(envelope) {
+            Ok(payload) => payload,
+            Err(r) if matches!(r.code(), "incomplete_response" | "repetition") => {
+                let fragment = fragment(envelope);
+                return Ok(if r.code() == "repetition" {
+                    Ended::Looped(fragment)
+                } else {
+                    Ended::Cut(fragment)
+                });
+            }
+            Err(r) => return Err(Refusal::from(&r)),
+        };
+        if let Self::Tools {
+            gate,
+            native: true,
+            answer,
+        } = self
+        {
+            let verdict = gate.check_envelope(envelope.to_string().as_bytes(), &Usage::default());
+            let text = payload.text.unwrap_or_default();
+            return Self::verdict(&verdict, &text, answer.as_deref(), id).map(Ended::Complete);
+        }
+        if !payload.tool_calls.is_empty() {
+            return Err(Refusal::new(
+                "application",
+                "unexpected_tool_calls",
+                "the upstream returned native tool calls where none were asked for",
+            ));
+        }
+        let Some(text) = payload.text else {
+            return Err(Refusal::new(
+                "transport",
+                "missing_content",
+                "the response has neither content nor tool calls",
+            ));
+        };
+        self.local(&text, id).map(Ended::Complete)
+    }
+
+    /// Judges text under a judge without tools.
+    fn text(&self, text: &str) -> Result<Judged, Refusal> {
+        match self {
+            Self::Text | Self::Tools { .. } => Ok(Judged::Answer(text.to_owned())),
+            Self::JsonObject => {
+                match proviso_json::parse_str(text, &proviso_json::ParseOptions::default()) {
+                    Ok(Value::Object(_)) => Ok(Judged::Answer(text.to_owned())),
+                    Ok(_) => Err(Refusal::new(
+                        "schema",
+                        "type_mismatch",
+                        "the output is not a JSON object",
+                    )),
+                    Err(e) => Err(Refusal::new("parse", e.code(), e.to_string())),
+                }
+            }
+            Self::Contract(contract) => match contract.check_text(text.as_bytes()).rejection() {
+                None => Ok(Judged::Answer(text.to_owned())),
+                Some(r) => Err(Refusal::from(r)),
+            },
+        }
+    }
+
+    /// Turns the tool gate's verdict into calls or a text answer (which passes `answer`).
+    fn verdict(
+        verdict: &proviso_contract::Verdict,
+        text: &str,
+        answer: Option<&Contract>,
+        id: &mut dyn FnMut(usize) -> String,
+    ) -> Result<Judged, Refusal> {
+        match (verdict.intent(), verdict.rejection()) {
+            (Some(Intent::ToolRequest { calls, .. }), _) => Ok(Judged::Calls(
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| ToolCallOut {
+                        id: c.id().map_or_else(|| id(i), str::to_owned),
+                        name: c.name().to_owned(),
+                        arguments: Value::Object(c.arguments().clone()).to_string(),
+                    })
+                    .collect(),
+            )),
+            (Some(Intent::FinalAnswer { .. }), _) => match answer {
+                None => Ok(Judged::Answer(text.to_owned())),
+                Some(contract) => match contract.check_text(text.trim().as_bytes()).rejection() {
+                    None => Ok(Judged::Answer(text.to_owned())),
+                    Some(r) => Err(Refusal::from(r)),
+                },
+            },
+            (_, Some(r)) => Err(Refusal::from(r)),
+            (Some(other), None) => Err(Refusal::new(
+                "application",
+                "unsupported_intent",
+                format!("`{}` is not returned by the server", other.kind()),
+            )),
+            (None, None) => Err(Refusal::new("application", "missing_intent", "no intent")),
+        }
+    }
+}
+
+/// The text of a cut or looping envelope, shown as a fragment.
+fn fragment(envelope: &Value) -> String {
+    envelope
+        .pointer("/choices/0/message/content")
+        .or_else(|| envelope.pointer("/choices/0/text"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Fills `base` with what was judged: the text, or the calls with `tool_calls` as the end.
+pub(crate) fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
+    match judged {
+        Judged::Answer(text) => ChoiceResult {
+            content: Some(text),
+            ..base
+        },
+        Judged::Calls(calls) => ChoiceResult {
+            content: None,
+            tool_calls: calls,
+            finish_reason: FinishReason::ToolCalls,
+            ..base
+        },
+    }
+}
+
+/// Sends an accepted choice's calls (and, when it was not streamed already, its text) to
+/// the client. Calls are sent only now, whole, after every gate passed.
+pub(crate) fn send(
+    sink: &mut dyn Sink,
+    index: u32,
+    choice: &ChoiceResult,
+    send_text: bool,
+) -> Result<(), RunError> {
+    if send_text {
+        if let Some(text) = choice.content.as_ref().filter(|t| !t.is_empty()) {
+            if !sink.send(index, Delta::Content(text.clone())) {
+                return Err(RunError::Cancelled);
+            }
+        }
+    }
+    for (i, call) in choice.tool_calls.iter().enumerate() {
+        let delta = Delta::ToolCall {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            call: call.clone(),
+        };
+        if !sink.send(index, delta) {
+            return Err(RunError::Cancelled);
+        }
+    }
+    Ok(())
+}
+
+/// The error that ends a request whose output every attempt's gates refused.
+pub(crate) fn rejected(refusal: Refusal) -> RunError {
+    RunError::OutputRejected {
+        gate: refusal.gate,
+        code: refusal.code,
+        message: refusal.message,
+    }
+}
