@@ -12,9 +12,7 @@ use proviso_server::{
     RejectedRequest, RunError, Sink, Timings, ToolChoiceRequest, Worker,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
-use proviso_tools::{
-    instructions, write_call, CallFormat, GrammarOptions, Policy, Registry, ToolChoice, ToolGate,
-};
+use proviso_tools::{instructions, write_call, CallFormat, GrammarOptions, Policy, ToolGate};
 use serde_json::{json, Map, Value};
 
 use crate::judgement::{self as judge, Ended, Judge};
@@ -257,28 +255,10 @@ impl Backend for GatewayBackend {
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
-        let answer_schema = match &request.constraint {
-            OutputConstraint::JsonSchema { schema, .. } => {
-                Some(proviso_decode::strip_extensions(schema))
-            }
-            OutputConstraint::JsonObject => Some(json!({"type": "object"})),
-            _ => None,
-        };
-        let uses_tools = request.tools.is_some() && request.tool_choice != ToolChoiceRequest::None;
-        let judge = if uses_tools {
+        let answer_schema = judge::answer_schema(request);
+        let tools = judge::tools(request)?;
+        let judge = if let Some((registry, choice)) = tools {
             let tools = request.tools.clone().unwrap_or(Value::Null);
-            let registry = Registry::from_openai(&tools)
-                .map_err(|e| rejected("tools", e.to_string(), false))?;
-            let choice = match &request.tool_choice {
-                ToolChoiceRequest::Named(name) => {
-                    if registry.get(name).is_none() {
-                        return Err(rejected("tool_choice", format!("tool_choice names `{name}`, which is not among the declared tools ({})", registry.names().join(", ")), true));
-                    }
-                    ToolChoice::Named(name.clone())
-                }
-                ToolChoiceRequest::Required => ToolChoice::Required,
-                _ => ToolChoice::Auto,
-            };
             let answer = match &answer_schema {
                 Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
                 None => None,

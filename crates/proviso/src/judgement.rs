@@ -9,9 +9,58 @@
 //! or tool calls through the [`ToolGate`] (with the answer contract for text answers).
 
 use proviso_contract::{Contract, Intent, Rejection};
-use proviso_server::{ChoiceResult, Delta, FinishReason, RunError, Sink, ToolCallOut};
-use proviso_tools::{Finish, ToolGate, Usage};
+use proviso_server::{
+    ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, RejectedRequest,
+    RunError, Sink, ToolCallOut, ToolChoiceRequest,
+};
+use proviso_tools::{Finish, Registry, ToolChoice, ToolGate, Usage};
 use serde_json::Value;
+
+use crate::serve::rejected as refused_request;
+
+/// The schema a text answer must meet, read from the request the same way for every
+/// backend: a response schema (without proviso's extensions), or any object for
+/// `json_object`.
+pub(crate) fn answer_schema(request: &GenerationRequest) -> Option<Value> {
+    match &request.constraint {
+        OutputConstraint::JsonSchema { schema, .. } => {
+            Some(proviso_decode::strip_extensions(schema))
+        }
+        OutputConstraint::JsonObject => Some(serde_json::json!({"type": "object"})),
+        _ => None,
+    }
+}
+
+/// The request's tools and tool choice, read the same way for every backend; `None` when
+/// the request declares no tools or forbids calls. A named tool must be declared.
+pub(crate) fn tools(
+    request: &GenerationRequest,
+) -> Result<Option<(Registry, ToolChoice)>, RejectedRequest> {
+    let Some(tools) = &request.tools else {
+        return Ok(None);
+    };
+    let choice = match &request.tool_choice {
+        ToolChoiceRequest::None => return Ok(None),
+        ToolChoiceRequest::Auto => ToolChoice::Auto,
+        ToolChoiceRequest::Required => ToolChoice::Required,
+        ToolChoiceRequest::Named(name) => ToolChoice::Named(name.clone()),
+    };
+    let registry =
+        Registry::from_openai(tools).map_err(|e| refused_request("tools", e.to_string(), false))?;
+    if let ToolChoice::Named(name) = &choice {
+        if registry.get(name).is_none() {
+            return Err(refused_request(
+                "tool_choice",
+                format!(
+                    "tool_choice names `{name}`, which is not among the declared tools ({})",
+                    registry.names().join(", ")
+                ),
+                true,
+            ));
+        }
+    }
+    Ok(Some((registry, choice)))
+}
 
 /// How a finished output is judged.
 #[derive(Debug)]

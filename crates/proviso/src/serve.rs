@@ -13,7 +13,7 @@ use proviso_decode::{
 use proviso_llama::{LlamaEngine, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, ToolCallOut, ToolChoiceRequest, Worker,
+    RejectedRequest, RunError, Sink, Timings, ToolCallOut, Worker,
 };
 use proviso_tools::{
     instructions, write_call, CallFormat, Grammar, GrammarOptions, Policy, Registry, Role,
@@ -309,17 +309,11 @@ impl Backend for LocalBackend {
 
     fn prepare(&self, request: &GenerationRequest) -> Result<LocalJob, RejectedRequest> {
         let compile = CompileOptions::default();
-        let answer_schema = match &request.constraint {
-            OutputConstraint::JsonSchema { schema, .. } => {
-                Some(proviso_decode::strip_extensions(schema))
-            }
-            OutputConstraint::JsonObject => Some(serde_json::json!({"type": "object"})),
-            _ => None,
-        };
-        let uses_tools = request.tools.is_some() && request.tool_choice != ToolChoiceRequest::None;
+        let answer_schema = judge::answer_schema(request);
+        let tools = judge::tools(request)?;
         let mut auto_text = None;
         let mut auto_registry = None;
-        let (spec, check, tool_text, call_start) = if uses_tools {
+        let (spec, check, tool_text, call_start) = if let Some((registry, choice)) = tools {
             if matches!(
                 request.constraint,
                 OutputConstraint::Regex(_)
@@ -332,24 +326,6 @@ impl Backend for LocalBackend {
                     true,
                 ));
             }
-            let tools = request.tools.as_ref().cloned().unwrap_or(Value::Null);
-            let registry = Registry::from_openai(&tools)
-                .map_err(|e| rejected("tools", e.to_string(), false))?;
-            let choice = match &request.tool_choice {
-                ToolChoiceRequest::Auto => ToolChoice::Auto,
-                ToolChoiceRequest::None => ToolChoice::None,
-                ToolChoiceRequest::Required => ToolChoice::Required,
-                ToolChoiceRequest::Named(name) => {
-                    if registry.get(name).is_none() {
-                        return Err(rejected(
-                            "tool_choice",
-                            format!("tool_choice names `{name}`, which is not among the declared tools ({})", registry.names().join(", ")),
-                            true,
-                        ));
-                    }
-                    ToolChoice::Named(name.clone())
-                }
-            };
             let format = self.config.call_format;
             let two_phase = self.config.two_phase_auto && choice == ToolChoice::Auto;
             let options = GrammarOptions {
