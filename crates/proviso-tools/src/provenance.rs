@@ -264,7 +264,9 @@ fn collect_used(value: &Value, numbers: &mut Vec<f64>, used: &mut BTreeSet<Strin
     }
 }
 
-/// The content words a tool's name and description share with the conversation.
+/// The content words a tool's name and description share with the conversation. Words
+/// meet when equal after trimming their endings, or when they share a stem of six letters
+/// (or one is a five-letter prefix of the other): `discovered` meets `discoverer`.
 #[must_use]
 pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
     let said: BTreeSet<String> = content_words(conversation).collect();
@@ -274,7 +276,23 @@ pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
         spec.description()
     ))
     .collect();
-    declared.intersection(&said).cloned().collect()
+    declared
+        .into_iter()
+        .filter(|d| said.iter().any(|s| same_stem(d, s)))
+        .collect()
+}
+
+/// Whether two content words have the same stem (see [`shared_words`]).
+fn same_stem(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let common = a
+        .chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .count();
+    common >= 6 || (common >= 5 && common == a.chars().count().min(b.chars().count()))
 }
 
 /// The required arguments of a call that the conversation does not state and the
@@ -837,6 +855,8 @@ mod tests {
         assert_eq!(stem("triangles"), stem("triangle"));
         assert_eq!(stem("classes"), stem("class"));
         assert_eq!(stem("cities"), "city");
+        assert!(same_stem("discovered", "discoverer") && same_stem("histor", "history"));
+        assert!(!same_stem("form", "format") && !same_stem("weather", "whether"));
         assert_eq!(
             words("getWeatherNow x_y").collect::<Vec<_>>(),
             ["get", "weather", "now", "x", "y"]
