@@ -150,9 +150,10 @@ pub fn unused_values(calls: &[(String, Value)], conversation: &str) -> Vec<Strin
 }
 
 /// Whether `extended`, the `first` calls followed by more, fans them out over what the
-/// conversation states: it begins with `first`, and every further call names a tool of
-/// `first`, differs from every other call, has its required arguments traceable, and uses a
-/// value `first` left unused.
+/// conversation states: it begins with `first`, and every further call is new, has its
+/// required arguments traceable, and repeats a call of `first` with an argument it gave
+/// changed to a value `first` left unused (adding an argument `first` left out does not
+/// count: that is the same call written twice, not a second one).
 #[must_use]
 pub fn fans_out(
     registry: &Registry,
@@ -165,19 +166,28 @@ pub fn fans_out(
     }
     let unused = unused_values(first, conversation);
     let text = Conversation::new(conversation);
+    let uses_unused = |name: &str, key: &str, value: &Value| {
+        let call = (name.to_owned(), serde_json::json!({ key: value }));
+        let left = unused_values(std::slice::from_ref(&call), conversation);
+        unused.iter().any(|v| !left.contains(v))
+    };
     extended[first.len()..].iter().enumerate().all(|(i, call)| {
         let (name, arguments) = call;
         let Some(tool) = registry.get(name) else {
             return false;
         };
-        let position = first.len() + i;
-        first.iter().any(|(f, _)| f == name)
-            && !extended[..position].contains(call)
+        let varies = first
+            .iter()
+            .filter(|(f, _)| f == name)
+            .filter_map(|(_, given)| given.as_object().zip(arguments.as_object()))
+            .any(|(given, new)| {
+                new.iter().any(|(key, value)| {
+                    given.get(key).is_some_and(|old| old != value) && uses_unused(name, key, value)
+                })
+            });
+        varies
+            && !extended[..first.len() + i].contains(call)
             && text.untraceable(tool.spec(), arguments).is_empty()
-            && {
-                let left = unused_values(std::slice::from_ref(call), conversation);
-                unused.iter().any(|v| !left.contains(v))
-            }
     })
 }
 
@@ -287,11 +297,7 @@ fn same_stem(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    let common = a
-        .chars()
-        .zip(b.chars())
-        .take_while(|(x, y)| x == y)
-        .count();
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     common >= 6 || (common >= 5 && common == a.chars().count().min(b.chars().count()))
 }
 
@@ -834,6 +840,15 @@ mod tests {
         assert!(!fans_out(&r, &[f(5)], &[f(5), f(5)], q));
         assert!(!fans_out(&r, &[f(5)], &[f(5), f(7)], q));
         assert!(!fans_out(&r, &[f(5)], &[f(10), f(15)], q));
+        // Adding an argument the first call left out is the same call written twice.
+        let with = |n: i64, alpha: f64| {
+            (
+                "math.factorial".to_owned(),
+                json!({"number": n, "alpha": alpha}),
+            )
+        };
+        assert!(!fans_out(&r, &[f(5)], &[f(5), with(5, 10.0)], q));
+        assert!(fans_out(&r, &[f(5)], &[f(5), with(10, 15.0)], q));
         assert_eq!(
             unused_values(
                 &[],
