@@ -454,17 +454,9 @@ fn fan_out(
     request: &str,
     first: &proviso::decode::Generation,
 ) -> Option<proviso::decode::Generation> {
-    let separator = format.call_separator()?;
     let text = first.text();
     let calls = strict_calls(format, registry, &text, first.stop_reason.finish_reason())?;
-    if calls.is_empty() || provenance::unused_values(&calls, request).is_empty() {
-        return None;
-    }
-    let mut avoid = vec![text.trim().to_owned()];
-    for (name, arguments) in &calls {
-        let call = format.call_text(name, arguments.as_object()?);
-        avoid.push(format!("{call}{separator}{call}"));
-    }
+    let avoid = provenance::fan_out_avoid(format, &text, &calls, request)?;
     let options = GenerateOptions {
         avoid,
         ..options.clone()

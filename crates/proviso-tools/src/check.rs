@@ -117,70 +117,41 @@ impl ToolGate {
     #[must_use]
     pub fn check_step(&self, text: &str, finish: Finish, usage: &Usage, step: u64) -> Verdict {
         let mut gates = Vec::with_capacity(8);
-        // Gate 1: transport.
-        match finish {
-            Finish::Stop => gates.push((Gate::Transport, GateStatus::Passed)),
-            Finish::Length => {
-                return Verdict::from_parts(
-                    gates,
-                    Err(Rejection::new(
-                        Gate::Transport,
-                        "incomplete_response",
-                        "the output was cut off by the token limit; a fragment is never parsed",
-                        Location::default(),
-                    )
-                    .with_next_step(NextStep::RetryWithLargerBudget)),
-                )
-            }
-            Finish::Repetition => {
-                return Verdict::from_parts(
-                    gates,
-                    Err(Rejection::new(
-                        Gate::Transport,
-                        "repetition",
-                        "the output degenerated into repetition and was stopped; a fragment is never parsed",
-                        Location::default(),
-                    )
-                    .with_next_step(NextStep::Retry)),
-                )
-            }
-            Finish::ContentFilter => {
-                return Verdict::from_parts(
-                    gates,
-                    Err(Rejection::new(
-                        Gate::Transport,
-                        "content_filtered",
-                        "the provider's content filter removed output",
-                        Location::default(),
-                    )
-                    .with_next_step(NextStep::Stop)),
-                )
-            }
-            Finish::Cancelled => {
-                return Verdict::from_parts(
-                    gates,
-                    Err(Rejection::new(
-                        Gate::Transport,
-                        "cancelled",
-                        "the generation was cancelled; a fragment is never parsed",
-                        Location::default(),
-                    )
-                    .with_next_step(NextStep::Stop)),
-                )
-            }
-            Finish::Unknown => {
-                return Verdict::from_parts(
-                    gates,
-                    Err(Rejection::new(
-                        Gate::Transport,
-                        "unknown_stop_reason",
-                        "the stop reason is missing or unknown, so the output may be unfinished",
-                        Location::default(),
-                    )
-                    .with_next_step(NextStep::Stop)),
-                )
-            }
+        // Gate 1: transport. Only a natural end is parsed; every other end is a fragment.
+        let fragment = match finish {
+            Finish::Stop => None,
+            Finish::Length => Some((
+                "incomplete_response",
+                "the output was cut off by the token limit; a fragment is never parsed",
+                NextStep::RetryWithLargerBudget,
+            )),
+            Finish::Repetition => Some((
+                "repetition",
+                "the output degenerated into repetition and was stopped; a fragment is never parsed",
+                NextStep::Retry,
+            )),
+            Finish::ContentFilter => Some((
+                "content_filtered",
+                "the provider's content filter removed output",
+                NextStep::Stop,
+            )),
+            Finish::Cancelled => Some((
+                "cancelled",
+                "the generation was cancelled; a fragment is never parsed",
+                NextStep::Stop,
+            )),
+            Finish::Unknown => Some((
+                "unknown_stop_reason",
+                "the stop reason is missing or unknown, so the output may be unfinished",
+                NextStep::Stop,
+            )),
+        };
+        if let Some((code, message, next)) = fragment {
+            let rejection = Rejection::new(Gate::Transport, code, message, Location::default())
+                .with_next_step(next);
+            return Verdict::from_parts(gates, Err(rejection));
         }
+        gates.push((Gate::Transport, GateStatus::Passed));
         // Gate 2: parse, in the call format.
         let proposal = match self.format.parse(text, &self.registry) {
             Ok(p) => p,

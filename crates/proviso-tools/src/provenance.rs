@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::format::CallFormat;
 use crate::registry::{Registry, ToolSpec};
 
 /// What `auto` does with the best call the model could write.
@@ -189,6 +190,29 @@ pub fn fans_out(
             && !extended[..first.len() + i].contains(call)
             && text.untraceable(tool.spec(), arguments).is_empty()
     })
+}
+
+/// What to avoid when regenerating a step to fan it out, or `None` when the step should not
+/// be fanned out (its format writes one call per step, it holds no call, or its calls use
+/// every value the conversation states): the step exactly as written (so it cannot end the
+/// same way again) and each of its calls written twice in a row in `format`.
+#[must_use]
+pub fn fan_out_avoid(
+    format: CallFormat,
+    step: &str,
+    calls: &[(String, Value)],
+    conversation: &str,
+) -> Option<Vec<String>> {
+    let separator = format.call_separator()?;
+    if calls.is_empty() || unused_values(calls, conversation).is_empty() {
+        return None;
+    }
+    let mut avoid = vec![step.trim().to_owned()];
+    for (name, arguments) in calls {
+        let call = format.call_text(name, arguments.as_object()?);
+        avoid.push(format!("{call}{separator}{call}"));
+    }
+    Some(avoid)
 }
 
 /// Numbers a conversation states, read strictly (a comma is a thousands separator only

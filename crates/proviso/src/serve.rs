@@ -122,8 +122,8 @@ struct AutoPhase {
     /// Under a two-phase `auto`: the grammar of the text answer that replaces a call the
     /// conversation does not support.
     text_only: Option<Compiled>,
-    /// When a step may hold several calls: what the format writes between two of them.
-    separator: Option<&'static str>,
+    /// Whether a step may hold several calls (and so may be fanned out).
+    several_calls: bool,
 }
 
 /// A request refused before generation, naming the parameter.
@@ -376,9 +376,9 @@ impl Backend for LocalBackend {
             // When answers are JSON objects too, the first byte does not tell them apart.
             let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
             let registry = Arc::new(registry);
-            let separator = format.call_separator().filter(|_| options.max_calls > 1);
-            if two_phase || separator.is_some() {
-                auto_registry = Some((Arc::clone(&registry), format, separator));
+            let several_calls = options.max_calls > 1 && format.call_separator().is_some();
+            if two_phase || several_calls {
+                auto_registry = Some((Arc::clone(&registry), format, several_calls));
             }
             let gate = ToolGate::new(registry, format, self.config.policy.clone());
             (
@@ -448,10 +448,10 @@ impl Backend for LocalBackend {
             None => None,
         };
         let auto = match auto_registry {
-            Some((registry, format, separator)) => Some(AutoPhase {
+            Some((registry, format, several_calls)) => Some(AutoPhase {
                 registry,
                 format,
-                separator,
+                several_calls,
                 conversation: conversation(request),
                 text_only: match &auto_text {
                     Some(spec) => Some(
@@ -512,20 +512,12 @@ impl LocalWorker {
         text: &str,
         calls: &[(String, Value)],
     ) -> Option<(Vec<ToolCallOut>, u64)> {
-        let separator = auto.separator?;
-        if !matches!(job.check, Judge::Tools { .. }) {
+        // Only a step that may hold several calls, judged by the tool gates, is fanned out.
+        if !auto.several_calls || !matches!(job.check, Judge::Tools { .. }) {
             return None;
         }
-        if calls.is_empty()
-            || proviso_tools::provenance::unused_values(calls, &auto.conversation).is_empty()
-        {
-            return None;
-        }
-        let mut avoid = vec![text.trim().to_owned()];
-        for (name, arguments) in calls {
-            let call = auto.format.call_text(name, arguments.as_object()?);
-            avoid.push(format!("{call}{separator}{call}"));
-        }
+        let avoid =
+            proviso_tools::provenance::fan_out_avoid(auto.format, text, calls, &auto.conversation)?;
         let options = GenerateOptions {
             avoid,
             ..options.clone()
