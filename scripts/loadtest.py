@@ -94,8 +94,16 @@ def percentile(values, p):
     return ordered[k]
 
 
+def served_model(url):
+    """The first model the server lists: a request naming another one is refused."""
+    connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
+    connection.request("GET", "/v1/models")
+    return json.loads(connection.getresponse().read())["data"][0]["id"]
+
+
 def level(url, concurrency, requests, max_seconds, max_tokens):
     host, port = url.hostname, url.port or 80
+    model = served_model(url)
     lock = threading.Lock()
     counter = iter(range(requests))
     deadline = time.monotonic() + max_seconds
@@ -111,7 +119,7 @@ def level(url, concurrency, requests, max_seconds, max_tokens):
             if i is None:
                 break
             body = json.dumps({
-                "model": "proviso",
+                "model": model,
                 "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
                 "tools": TOOLS, "tool_choice": "required", "temperature": 0, "max_tokens": max_tokens,
             })

@@ -22,7 +22,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "maskbench")
-BIN = os.path.join(ROOT, "target", "release", "proviso")
+BIN = os.environ.get("PROVISO_BIN", os.path.join(ROOT, "target", "release", "proviso"))
 
 
 def run(path, description, max_tokens, before):

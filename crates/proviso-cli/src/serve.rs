@@ -18,9 +18,18 @@ pub(crate) struct ServeArgs {
     /// A GGUF model; the default model is fetched on first use.
     #[arg(long, value_name = "M.gguf")]
     model: Option<PathBuf>,
-    /// The model id reported by the API (default: the GGUF's file stem).
+    /// The model id reported by the API (default: the GGUF's file stem without its
+    /// quantization tag, `SmolLM2-135M-Instruct` for the default model; the full stem is
+    /// then an alias).
     #[arg(long)]
     model_id: Option<String>,
+    /// A further name the model answers to (repeatable); listed by /v1/models.
+    #[arg(long = "model-alias", value_name = "NAME")]
+    model_aliases: Vec<String>,
+    /// Serve a request whatever `model` it names (by default an unknown name gets 404
+    /// `model_not_found`).
+    #[arg(long)]
+    accept_any_model: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -116,6 +125,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
         compile_timeout: Duration::from_secs(args.compile_timeout.max(1)),
         api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        model_aliases: args.model_aliases.clone(),
+        any_model: args.accept_any_model,
         ..ServerConfig::default()
     };
     let policy = match &args.policy {
@@ -141,12 +152,18 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         return listen(args, backend, server, &label);
     }
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
-    let id = args.model_id.clone().unwrap_or_else(|| {
-        local
-            .path()
-            .file_stem()
-            .map_or_else(|| "local".to_owned(), |s| s.to_string_lossy().into_owned())
-    });
+    let stem = local
+        .path()
+        .file_stem()
+        .map_or_else(|| "local".to_owned(), |s| s.to_string_lossy().into_owned());
+    let id = args
+        .model_id
+        .clone()
+        .unwrap_or_else(|| without_quantization(&stem).to_owned());
+    let mut server = server;
+    if id != stem && !server.model_aliases.contains(&stem) {
+        server.model_aliases.push(stem);
+    }
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let threads = RunOptions::default().n_threads;
     let workers = args.workers.max(1);
@@ -266,5 +283,43 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = terminate => {},
+    }
+}
+
+/// A GGUF file stem without its quantization tag (`SmolLM2-135M-Instruct.Q4_1` is
+/// `SmolLM2-135M-Instruct`): the model's name as people write it. A stem with no such tag is
+/// returned whole.
+fn without_quantization(stem: &str) -> &str {
+    let Some((name, tag)) = stem.rsplit_once(['.', '-']) else {
+        return stem;
+    };
+    let tag = tag.to_ascii_uppercase();
+    let quantized = ["Q", "IQ", "F", "BF", "TQ"].iter().any(|prefix| {
+        tag.strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    });
+    if quantized && !name.is_empty() {
+        name
+    } else {
+        stem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_quantization;
+
+    #[test]
+    fn a_quantization_tag_is_not_part_of_the_model_name() {
+        for (stem, name) in [
+            ("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct"),
+            ("Qwen2.5-0.5B-Instruct-Q8_0", "Qwen2.5-0.5B-Instruct"),
+            ("model.IQ4_XS", "model"),
+            ("model.f16", "model"),
+            ("Llama-3.2-1B", "Llama-3.2-1B"),
+            ("plain", "plain"),
+        ] {
+            assert_eq!(without_quantization(stem), name, "{stem}");
+        }
     }
 }

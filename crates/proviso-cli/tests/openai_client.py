@@ -270,6 +270,41 @@ def pydantic_structured_output():
     assert isinstance(choice.message.parsed, Person), choice.message
 
 
+RESPONSE_TOOLS = [
+    {"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+     "parameters": t["function"]["parameters"], "strict": True}
+    for t in TOOLS
+]
+
+
+def responses_api():
+    """`client.responses.create`: a function tool, a JSON schema format, streamed and not."""
+    r = client.responses.create(model=MODEL, input=QUESTION[0]["content"], tools=RESPONSE_TOOLS, tool_choice="required", temperature=0)
+    calls = [item for item in r.output if item.type == "function_call"]
+    assert r.status == "completed" and calls, r
+    args = json.loads(calls[0].arguments)
+    assert calls[0].name in ("get_arm", "search_trials"), calls[0]
+    if calls[0].name == "get_arm":
+        assert re.fullmatch(r"NCT[0-9]{8}", args["trial_id"]), args
+    # The tool's result sent back, continuing the stored response.
+    follow = client.responses.create(
+        model=MODEL, previous_response_id=r.id, temperature=0, max_output_tokens=60,
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": json.dumps({"arms": [{"label": "A", "status": "terminated"}]})}],
+    )
+    assert follow.status in ("completed", "incomplete") and follow.output[0].type == "message", follow
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 60}}, "required": ["answer"], "additionalProperties": False}
+    r = client.responses.create(model=MODEL, input="Name one arm label.", temperature=0, max_output_tokens=80,
+                                text={"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}})
+    assert r.status == "completed", r
+    assert isinstance(json.loads(r.output_text)["answer"], str), r.output_text
+    kinds = []
+    with client.responses.create(model=MODEL, input=QUESTION[0]["content"], tools=RESPONSE_TOOLS, tool_choice="required", temperature=0, stream=True) as stream:
+        for event in stream:
+            kinds.append(event.type)
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
+    assert "response.function_call_arguments.done" in kinds, kinds
+
+
 for name, fn in [
     ("required", required), ("named", named), ("auto", auto), ("parallel", parallel),
     ("tool_round_trip", tool_round_trip), ("json_schema_strict", json_schema_strict),
@@ -277,6 +312,7 @@ for name, fn in [
     ("unsupported_keyword", unsupported_keyword), ("unknown_named_tool", unknown_named_tool),
     ("truncation", truncation), ("completions", completions),
     ("pydantic_tool", pydantic_tool), ("pydantic_structured_output", pydantic_structured_output),
+    ("responses_api", responses_api),
 ]:
     check(name, fn)
 print("all ok")

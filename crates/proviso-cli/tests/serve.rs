@@ -54,7 +54,16 @@ impl Server {
     }
 
     fn post(&self, body: &str, content_type: &str) -> (u16, Value) {
-        match ureq::post(&format!("{}/v1/chat/completions", self.base))
+        self.send("/v1/chat/completions", body, content_type)
+    }
+
+    /// A JSON request to another route.
+    fn post_to(&self, route: &str, body: &str) -> (u16, Value) {
+        self.send(route, body, "application/json")
+    }
+
+    fn send(&self, route: &str, body: &str, content_type: &str) -> (u16, Value) {
+        match ureq::post(&format!("{}{route}", self.base))
             .set("Content-Type", content_type)
             .send_string(body)
         {
@@ -114,7 +123,7 @@ fn raw_http_against_the_real_model() {
     let question =
         json!([{"role": "user", "content": "Which arms of trial NCT04123456 were terminated?"}]);
     // Required: a call that passed the gates.
-    let (status, body) = server.post(&json!({"model": "any", "messages": question, "tools": tools(), "tool_choice": "required", "temperature": 0}).to_string(), "application/json");
+    let (status, body) = server.post(&json!({"model": "SmolLM2-135M-Instruct", "messages": question, "tools": tools(), "tool_choice": "required", "temperature": 0}).to_string(), "application/json");
     assert_eq!(status, 200, "{body}");
     let choice = &body["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls");
@@ -344,6 +353,119 @@ fn the_openai_python_client() {
     assert!(stdout.contains("all ok"));
 }
 
+/// A fake OpenAI-compatible upstream on axum: every generation request's body is recorded
+/// and answered with what `behave` makes of it, as a chat or text completion.
+struct FakeUpstream {
+    base: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl FakeUpstream {
+    fn start(behave: fn(&Value) -> String) -> Self {
+        use axum::routing::{get, post};
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = requests.clone();
+        let answer = move |chat: bool| {
+            let seen = seen.clone();
+            move |axum::Json(body): axum::Json<Value>| async move {
+                let text = behave(&body);
+                seen.lock().unwrap().push(body);
+                let choice = if chat {
+                    json!({"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}})
+                } else {
+                    json!({"index": 0, "finish_reason": "stop", "text": text})
+                };
+                axum::Json(
+                    json!({"id": "x", "object": "chat.completion", "model": "fake",
+                    "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+                )
+            }
+        };
+        let app = axum::Router::new()
+            .route(
+                "/v1/models",
+                get(|| async {
+                    axum::Json(
+                        json!({"object": "list", "data": [{"id": "fake", "object": "model"}]}),
+                    )
+                }),
+            )
+            .route("/v1/chat/completions", post(answer(true)))
+            .route("/v1/completions", post(answer(false)));
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                    axum::serve(listener, app).await.unwrap();
+                });
+        });
+        Self { base, requests }
+    }
+}
+
+/// As current vLLM (0.12 on) behaves: `structured_outputs` is honoured, the removed
+/// `guided_*` fields are ignored, and an unconstrained request gets whatever the model says.
+fn current_vllm(body: &Value) -> String {
+    let outputs = &body["structured_outputs"];
+    if let Some(first) = outputs["choice"].get(0).and_then(Value::as_str) {
+        first.to_owned()
+    } else if outputs["regex"].is_string() {
+        "42".to_owned()
+    } else {
+        "maybe".to_owned()
+    }
+}
+
+/// The gateway speaks vLLM's current dialect, and an upstream that does not honour the
+/// constraint (here one that ignores every field) is caught by the gates.
+#[test]
+fn the_gateway_speaks_current_vllm_and_catches_an_upstream_that_ignores_it() {
+    let vllm = FakeUpstream::start(current_vllm);
+    let gateway = Server::start(&["--upstream", &vllm.base, "--upstream-kind", "vllm"]);
+    let cases = [
+        (json!({"guided_choice": ["yes", "no"]}), "yes"),
+        (json!({"structured_outputs": {"regex": "[0-9]+"}}), "42"),
+    ];
+    for (constraint, expected) in &cases {
+        let mut request = json!({"prompt": "Answer:", "max_tokens": 4});
+        for (k, v) in constraint.as_object().unwrap() {
+            request[k] = v.clone();
+        }
+        let (status, body) = gateway.post_to("/v1/completions", &request.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["text"], *expected, "{constraint}");
+        let sent = vllm.requests.lock().unwrap().last().cloned().unwrap();
+        assert!(sent["structured_outputs"].is_object(), "{sent}");
+        assert!(
+            sent.as_object()
+                .unwrap()
+                .keys()
+                .all(|k| !k.starts_with("guided_")),
+            "{sent}"
+        );
+    }
+    let liar = FakeUpstream::start(|_| "maybe".to_owned());
+    let gateway = Server::start(&["--upstream", &liar.base, "--upstream-kind", "vllm"]);
+    for ((constraint, _), code) in cases.iter().zip(["not_a_choice", "pattern_mismatch"]) {
+        let mut request = json!({"prompt": "Answer:", "max_tokens": 4});
+        for (k, v) in constraint.as_object().unwrap() {
+            request[k] = v.clone();
+        }
+        let (status, body) = gateway.post_to("/v1/completions", &request.to_string());
+        assert_eq!(status, 502, "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(code),
+            "{body}"
+        );
+    }
+}
+
 /// A fake upstream that answers every chat completion with `reply`, counting requests.
 fn fake_upstream(reply: Value) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};
@@ -488,7 +610,8 @@ fn the_openai_client_through_a_gateway_to_a_proviso_server() {
     let pylib =
         std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
     let upstream = Server::start(&[]);
-    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
+    // proviso's own server takes `structured_outputs`, as current vLLM does.
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "vllm"]);
     let out = Command::new("python3")
         .arg(root().join("crates/proviso-cli/tests/openai_client.py"))
         .arg(&gateway.base)

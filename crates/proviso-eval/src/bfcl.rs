@@ -314,8 +314,13 @@ pub fn run(
             let first = generation.as_ref().ok().and_then(|g| {
                 strict_calls(format, &registry, &g.text(), g.stop_reason.finish_reason())
             });
-            if let Some(calls) = first {
-                let chosen = provenance::choose(&registry, &calls, &request);
+            // A first phase that wrote no complete call (cut by the token limit, or stopped
+            // on repetition) decides nothing for a call: the model answers in text, as the
+            // server does.
+            if generation.is_ok() {
+                let chosen = first.map_or(AutoChoice::Answer, |calls| {
+                    provenance::choose(&registry, &calls, &request)
+                });
                 if chosen != AutoChoice::Call {
                     generation = compile(ToolChoice::None)
                         .map_err(proviso::decode::GenerateError::Constraint)

@@ -29,7 +29,7 @@ use crate::steer::{self, FinishCause, Steering, StepPlan};
 /// Most observed lines a grounded answer grammar offers, the most relevant to the question
 /// first: a small model chooses better among a few.
 const CITABLE_LINES: usize = 4;
-use crate::toolbox::{ToolOutcome, Toolbox};
+use crate::toolbox::{ToolFailure, ToolOutcome, Toolbox};
 
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -926,7 +926,17 @@ impl Agent {
             duration_ms = Empty,
         );
         let _entered = span.enter();
-        let (outcome, duration) = self.toolbox.execute(&call);
+        // The toolbox runs only a call the gate admits. Calls of an accepted step always
+        // are; a call that is not never runs and is reported as such.
+        let (outcome, duration) = match self.gate.admit(&call) {
+            Ok(gated) => self.toolbox.execute(&gated),
+            Err(rejection) => (
+                ToolOutcome::Failed {
+                    failure: ToolFailure::new("not_admitted", rejection.message()),
+                },
+                Duration::ZERO,
+            ),
+        };
         span.record("duration_ms", millis(duration));
         if let Some(error) = outcome.error_type() {
             span.record("error.type", error);

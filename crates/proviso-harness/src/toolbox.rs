@@ -2,16 +2,17 @@
 //!
 //! A [`Toolbox`] pairs each [`ToolSpec`] with its function, so the declaration the model
 //! reads, the schema the gates check and the arguments the function receives are one thing.
-//! The toolbox only ever runs a [`ToolCall`] (which only an accepted verdict contains), each
-//! call on its own thread with a timeout.
+//! The toolbox only ever runs a [`GatedCall`], which only the tool gate constructs
+//! ([`ToolGate::admit`](proviso_tools::ToolGate::admit)), each call on its own thread with a
+//! timeout.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use proviso_contract::{IntentClass, ToolCall};
-use proviso_tools::{Registry, ToolError, ToolSpec};
+use proviso_contract::IntentClass;
+use proviso_tools::{GatedCall, Registry, ToolError, ToolSpec};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -180,7 +181,7 @@ impl Toolbox {
     /// does not return in time is reported as timed out and its thread is left to finish on
     /// its own; its result is discarded.
     #[must_use]
-    pub fn execute(&self, call: &ToolCall) -> (ToolOutcome, Duration) {
+    pub fn execute(&self, call: &GatedCall) -> (ToolOutcome, Duration) {
         let started = Instant::now();
         let Some(function) = self.functions.get(call.name()).cloned() else {
             // Only calls to declared tools pass the gates, and every declared tool is bound.

@@ -23,6 +23,7 @@ use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, Worker};
 use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
 use crate::prepare::{PrepareError, Preparer};
+use crate::responses;
 use crate::wire::{self, ErrorBody, InvalidRequest};
 
 /// Limits, sizes and access control.
@@ -61,6 +62,15 @@ pub struct ServerConfig {
     /// refused with 403, so that a web page cannot reach the API through DNS rebinding.
     /// Entries are host names or addresses without a port; `None` accepts any host.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Further names the model answers to, besides the backend's id (listed by
+    /// `/v1/models`, accepted as a request's `model`).
+    pub model_aliases: Vec<String>,
+    /// Accept any `model` name; otherwise a request naming a model the server does not
+    /// serve gets 404 `model_not_found`.
+    pub any_model: bool,
+    /// Responses kept in memory for `previous_response_id` (the most recent ones; 0 keeps
+    /// none).
+    pub responses_kept: usize,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -80,6 +90,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("compile_timeout", &self.compile_timeout)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("model_aliases", &self.model_aliases)
+            .field("any_model", &self.any_model)
+            .field("responses_kept", &self.responses_kept)
             .finish()
     }
 }
@@ -100,6 +113,9 @@ impl Default for ServerConfig {
             compile_timeout: Duration::from_secs(10),
             api_key: None,
             allowed_hosts: None,
+            model_aliases: Vec::new(),
+            any_model: false,
+            responses_kept: 256,
         }
     }
 }
@@ -140,6 +156,8 @@ struct Shared<B: Backend> {
     preparer: Arc<Preparer<B>>,
     metrics: Arc<Metrics>,
     config: ServerConfig,
+    /// Stored Responses conversations, for `previous_response_id`.
+    responses: Arc<std::sync::Mutex<responses::Store>>,
 }
 
 impl<B: Backend> Clone for Shared<B> {
@@ -150,6 +168,7 @@ impl<B: Backend> Clone for Shared<B> {
             preparer: self.preparer.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
+            responses: self.responses.clone(),
         }
     }
 }
@@ -321,6 +340,9 @@ pub async fn serve_with_metrics<B: Backend>(
         jobs,
         preparer,
         metrics: metrics.clone(),
+        responses: Arc::new(std::sync::Mutex::new(responses::Store::new(
+            config.responses_kept,
+        ))),
         config,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -361,7 +383,9 @@ fn router<B: Backend>(shared: Shared<B>, with_metrics: bool) -> Router {
     let mut api = Router::new()
         .route("/v1/chat/completions", post(chat::<B>))
         .route("/v1/completions", post(completions::<B>))
-        .route("/v1/models", get(models::<B>));
+        .route("/v1/responses", post(responses_route::<B>))
+        .route("/v1/models", get(models::<B>))
+        .route("/v1/models/{*model}", get(model::<B>));
     if with_metrics {
         api = api.route("/metrics", get(metrics::<B>));
     }
@@ -626,12 +650,39 @@ async fn health<B: Backend>(State(s): State<Shared<B>>) -> Response {
     .into_response()
 }
 
-async fn models<B: Backend>(State(s): State<Shared<B>>) -> Response {
-    Json(
-        json!({"object": "list", "data": [{"id": s.backend.model_id(), "object": "model",
-        "created": 0, "owned_by": "proviso"}]}),
+/// The names the server answers to: the backend's id first, then the aliases.
+fn model_names<B: Backend>(s: &Shared<B>) -> impl Iterator<Item = &str> {
+    std::iter::once(s.backend.model_id()).chain(s.config.model_aliases.iter().map(String::as_str))
+}
+
+fn model_object(id: &str) -> Value {
+    json!({"id": id, "object": "model", "created": 0, "owned_by": "proviso"})
+}
+
+fn model_not_found(name: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("model_not_found"),
+        format!("the model `{name}` does not exist; GET /v1/models lists the served models"),
+        Some("model".to_owned()),
     )
-    .into_response()
+}
+
+async fn models<B: Backend>(State(s): State<Shared<B>>) -> Response {
+    let data: Vec<Value> = model_names(&s).map(model_object).collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn model<B: Backend>(
+    State(s): State<Shared<B>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Response {
+    if model_names(&s).any(|m| m == name) {
+        Json(model_object(&name)).into_response()
+    } else {
+        model_not_found(&name)
+    }
 }
 
 async fn metrics<B: Backend>(State(s): State<Shared<B>>) -> Response {
@@ -687,6 +738,57 @@ async fn completions<B: Backend>(
         s.metrics
             .request(Kind::Completion.route(), response.status().as_u16(), None);
     }
+    response
+}
+
+/// `POST /v1/responses`: the request is read into a chat request and runs the same way; the
+/// accepted choice is written as a Response object, or as the Responses stream's events.
+async fn responses_route<B: Backend>(
+    State(s): State<Shared<B>>,
+    Extension(id): Extension<RequestId>,
+    Extension(outcome): Extension<SharedOutcome>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    const ROUTE: &str = "/v1/responses";
+    let started = Instant::now();
+    let response = async {
+        let value = read_json(&s, &headers, body).await?;
+        let translated = {
+            let store = s
+                .responses
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            responses::to_chat(&value, |previous| store.get(previous)).map_err(invalid)?
+        };
+        let submitted = submit(&s, Kind::Chat, &id, translated.chat, started).await?;
+        let (meta, choices) = run_to_end(&s, submitted, &id, &outcome).await?;
+        let Some(choice) = choices.first() else {
+            return Err(internal_error(&id, "no choice"));
+        };
+        let response_id = meta.id.replacen("chatcmpl", "resp", 1);
+        let rendered = responses::render(&response_id, meta.created, &meta.model, &value, choice);
+        if translated.store {
+            s.responses
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(
+                    response_id,
+                    responses::continued(translated.conversation, choice),
+                );
+        }
+        if !translated.stream {
+            return Ok(Json(rendered).into_response());
+        }
+        let events: Vec<Result<Event, Infallible>> = responses::events(&rendered)
+            .into_iter()
+            .map(|(name, data)| Ok(Event::default().event(name).data(data.to_string())))
+            .collect();
+        Ok(Sse::new(stream::iter(events)).into_response())
+    }
+    .await
+    .unwrap_or_else(|response: Response| response);
+    s.metrics.request(ROUTE, response.status().as_u16(), None);
     response
 }
 
@@ -825,43 +927,109 @@ async fn generate<B: Backend>(
     body: axum::body::Body,
 ) -> (Response, bool) {
     let started = Instant::now();
+    let value = match read_json(s, headers, body).await {
+        Ok(v) => v,
+        Err(response) => return (response, false),
+    };
+    let submitted = match submit(s, kind, id, value, started).await {
+        Ok(submitted) => submitted,
+        Err(response) => return (response, false),
+    };
+    if submitted.stream {
+        let stream = sse_stream(StreamState {
+            receiver: submitted.receiver,
+            _guard: submitted.guard,
+            meta: submitted.meta,
+            include_usage: submitted.include_usage,
+            started_choices: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            finished: false,
+            metrics: s.metrics.clone(),
+            started,
+            deadline: submitted.deadline,
+            generated: submitted.generated,
+            request_id: id.clone(),
+            outcome: outcome.clone(),
+            counted: false,
+        });
+        return (
+            Sse::new(stream)
+                .keep_alive(KeepAlive::default())
+                .into_response(),
+            true,
+        );
+    }
+    let response = match run_to_end(s, submitted, id, outcome).await {
+        Ok((meta, choices)) => Json(full_response(&meta, &choices)).into_response(),
+        Err(response) => response,
+    };
+    (response, false)
+}
+
+/// A request body read as JSON: the content type (415), the size and time limits, the
+/// syntax (400).
+async fn read_json<B: Backend>(
+    s: &Shared<B>,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Value, Response> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !json_type {
-        return (
-            error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request_error",
-                Some("unsupported_media_type"),
-                "the request body must be sent as Content-Type: application/json",
-                None,
-            ),
-            false,
-        );
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            Some("unsupported_media_type"),
+            "the request body must be sent as Content-Type: application/json",
+            None,
+        ));
     }
     let body = match read_body(headers, body, s.config.body_limit, s.config.body_timeout).await {
         Ok(b) => b,
-        Err(response) => return (response, false),
+        Err(response) => return Err(response),
     };
-    let value: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return (
-                error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    Some("invalid_json"),
-                    format!("the request body is not valid JSON: {e}"),
-                    None,
-                ),
-                false,
-            )
+    serde_json::from_slice(&body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("invalid_json"),
+            format!("the request body is not valid JSON: {e}"),
+            None,
+        )
+    })
+}
+
+/// A request handed to a worker, with what its response needs.
+struct Submitted {
+    receiver: mpsc::UnboundedReceiver<WorkerEvent>,
+    guard: CancelOnDrop,
+    meta: Meta,
+    stream: bool,
+    include_usage: bool,
+    started: Instant,
+    deadline: Instant,
+    generated: Arc<AtomicU64>,
+}
+
+/// Checks a request (its model, its fields, its constraint, compiled on the compile threads)
+/// and queues it for a worker.
+async fn submit<B: Backend>(
+    s: &Shared<B>,
+    kind: Kind,
+    id: &RequestId,
+    value: Value,
+    started: Instant,
+) -> Result<Submitted, Response> {
+    // A request for a model this server does not serve is refused, unless it was started to
+    // accept any name; a request that names none is served by the one model there is.
+    if let Some(name) = value.get("model").and_then(Value::as_str) {
+        if !s.config.any_model && !model_names(s).any(|m| m == name) {
+            return Err(model_not_found(name));
         }
-    };
-    drop(body);
+    }
     let request = match kind {
         Kind::Chat => wire::chat_request(&value),
         Kind::Completion => wire::completion_request(&value),
@@ -869,7 +1037,7 @@ async fn generate<B: Backend>(
     drop(value);
     let request = match request {
         Ok(r) => r,
-        Err(e) => return (invalid(e), false),
+        Err(e) => return Err(invalid(e)),
     };
     let (stream, include_usage) = (request.stream, request.include_usage);
     // Compiling a grammar recurses and can take a while: on the compile threads (large
@@ -881,34 +1049,28 @@ async fn generate<B: Backend>(
     {
         Ok(job) => job,
         Err(PrepareError::Rejected(e)) => {
-            return (
-                invalid(InvalidRequest {
-                    param: e.param,
-                    message: e.message,
-                    unsupported: e.unsupported,
-                }),
-                false,
-            )
+            return Err(invalid(InvalidRequest {
+                param: e.param,
+                message: e.message,
+                unsupported: e.unsupported,
+            }))
         }
         Err(PrepareError::TimedOut) => {
-            return (
-                error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request_error",
-                    Some("compile_timeout"),
-                    format!(
-                        "the request's constraint did not compile within {} s; simplify the schema or grammar",
-                        s.config.compile_timeout.as_secs_f32()
-                    ),
-                    None,
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("compile_timeout"),
+                format!(
+                    "the request's constraint did not compile within {} s; simplify the schema or grammar",
+                    s.config.compile_timeout.as_secs_f32()
                 ),
-                false,
-            )
+                None,
+            ))
         }
-        Err(PrepareError::Busy) => return (overloaded("the server is busy compiling other requests' constraints; retry shortly"), false),
-        Err(PrepareError::Panicked(cause)) => return (internal_error(id, &cause), false),
+        Err(PrepareError::Busy) => return Err(overloaded("the server is busy compiling other requests' constraints; retry shortly")),
+        Err(PrepareError::Panicked(cause)) => return Err(internal_error(id, &cause)),
     };
-    let (events, mut receiver) = mpsc::unbounded_channel();
+    let (events, receiver) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
     let generated = Arc::new(AtomicU64::new(0));
     let deadline = started + s.config.request_timeout;
@@ -925,7 +1087,7 @@ async fn generate<B: Backend>(
             crossbeam_channel::TrySendError::Full(_) => "the server is busy: every worker is generating and the queue is full; retry shortly",
             crossbeam_channel::TrySendError::Disconnected(_) => "the server is shutting down",
         };
-        return (overloaded(message), false);
+        return Err(overloaded(message));
     }
     let guard = CancelOnDrop(cancel);
     let meta = Meta {
@@ -938,30 +1100,34 @@ async fn generate<B: Backend>(
         model: s.backend.model_id().to_owned(),
         kind,
     };
-    if stream {
-        let stream = sse_stream(StreamState {
-            receiver,
-            _guard: guard,
-            meta,
-            include_usage,
-            started_choices: Vec::new(),
-            pending: std::collections::VecDeque::new(),
-            finished: false,
-            metrics: s.metrics.clone(),
-            started,
-            deadline,
-            generated,
-            request_id: id.clone(),
-            outcome: outcome.clone(),
-            counted: false,
-        });
-        return (
-            Sse::new(stream)
-                .keep_alive(KeepAlive::default())
-                .into_response(),
-            true,
-        );
-    }
+    Ok(Submitted {
+        receiver,
+        guard,
+        meta,
+        stream,
+        include_usage,
+        started,
+        deadline,
+        generated,
+    })
+}
+
+/// Waits for a request that is not streamed to end: its choices, or the error response.
+async fn run_to_end<B: Backend>(
+    s: &Shared<B>,
+    submitted: Submitted,
+    id: &RequestId,
+    outcome: &SharedOutcome,
+) -> Result<(Meta, Vec<ChoiceResult>), Response> {
+    let Submitted {
+        mut receiver,
+        guard,
+        meta,
+        started,
+        deadline,
+        generated,
+        ..
+    } = submitted;
     let result = loop {
         match tokio::time::timeout_at(
             tokio::time::Instant::from_std(deadline + Duration::from_secs(1)),
@@ -977,14 +1143,14 @@ async fn generate<B: Backend>(
     };
     drop(guard);
     s.metrics.duration(started.elapsed());
-    let response = match result {
+    match result {
         Ok(choices) => {
             with_outcome(outcome, |o| {
                 o.prompt_tokens = choices.first().map_or(0, |c| c.prompt_tokens);
                 o.completion_tokens = choices.iter().map(|c| c.completion_tokens).sum();
                 o.finish_reason = choices.first().map(|c| c.finish_reason.as_str().to_owned());
             });
-            Json(full_response(&meta, &choices)).into_response()
+            Ok((meta, choices))
         }
         Err(e) => {
             let timed_out = Instant::now() >= deadline;
@@ -996,10 +1162,9 @@ async fn generate<B: Backend>(
                     .cancelled(if timed_out { "timeout" } else { "client_gone" });
                 tracing::info!(request_id = %id.0, reason = if timed_out { "timeout" } else { "client_gone" }, "request cancelled");
             }
-            run_error(&e, timed_out, &s.metrics, id)
+            Err(run_error(&e, timed_out, &s.metrics, id))
         }
-    };
-    (response, false)
+    }
 }
 
 fn overloaded(message: &str) -> Response {

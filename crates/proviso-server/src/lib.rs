@@ -17,6 +17,7 @@ pub mod backend;
 mod conn;
 mod metrics;
 mod prepare;
+mod responses;
 pub mod wire;
 
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};

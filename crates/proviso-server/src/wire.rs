@@ -30,7 +30,7 @@ pub struct InvalidRequest {
 }
 
 impl InvalidRequest {
-    fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             param: Some(param.into()),
             message: message.into(),
@@ -38,7 +38,7 @@ impl InvalidRequest {
         }
     }
 
-    fn unsupported(param: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn unsupported(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             param: Some(param.into()),
             message: message.into(),
@@ -270,14 +270,96 @@ fn guided(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Option<Ou
             },
         ));
     }
+    if let Some(v) = take(body, "structured_outputs", seen) {
+        found.extend(structured_outputs(v)?);
+    }
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop().map(|(_, c)| c)),
         _ => Err(InvalidRequest::new(
             found[1].0,
-            "give at most one of guided_regex, guided_choice, guided_grammar, guided_json",
+            "give one constraint: one of guided_regex, guided_choice, guided_grammar, guided_json, or one field of structured_outputs",
         )),
     }
+}
+
+/// vLLM's current form of the same constraints (0.12 on): `structured_outputs` with one of
+/// `json`, `regex`, `choice`, `grammar` (Lark here). Fields that only tune vLLM's backend are
+/// accepted and have no effect; `structural_tag` and unknown fields are refused by name.
+fn structured_outputs(value: &Value) -> Result<Vec<(&'static str, OutputConstraint)>> {
+    let Some(fields) = value.as_object() else {
+        return Err(InvalidRequest::new(
+            "structured_outputs",
+            "`structured_outputs` must be an object",
+        ));
+    };
+    let mut found = Vec::new();
+    for (key, v) in fields {
+        if v.is_null() {
+            continue;
+        }
+        let constraint = match key.as_str() {
+            "json" => OutputConstraint::JsonSchema {
+                name: "structured_outputs".into(),
+                schema: match v {
+                    Value::String(s) => serde_json::from_str(s).map_err(|e| {
+                        InvalidRequest::new(
+                            "structured_outputs.json",
+                            format!("`structured_outputs.json` is not JSON: {e}"),
+                        )
+                    })?,
+                    other => other.clone(),
+                },
+                strict: true,
+            },
+            "regex" => OutputConstraint::Regex(
+                v.as_str()
+                    .ok_or_else(|| {
+                        InvalidRequest::new(
+                            "structured_outputs.regex",
+                            "`structured_outputs.regex` must be a string",
+                        )
+                    })?
+                    .to_owned(),
+            ),
+            "choice" => OutputConstraint::Choice(
+                v.as_array()
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|c| c.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .filter(|c| !c.is_empty())
+                    .ok_or_else(|| {
+                        InvalidRequest::new(
+                            "structured_outputs.choice",
+                            "`structured_outputs.choice` must be a non-empty array of strings",
+                        )
+                    })?,
+            ),
+            "grammar" => OutputConstraint::Lark(
+                v.as_str()
+                    .ok_or_else(|| {
+                        InvalidRequest::new(
+                            "structured_outputs.grammar",
+                            "`structured_outputs.grammar` must be a Lark grammar string",
+                        )
+                    })?
+                    .to_owned(),
+            ),
+            // Tuning of vLLM's own decoding backends: nothing to enforce.
+            "disable_fallback" | "disable_any_whitespace" | "disable_additional_properties"
+            | "whitespace_pattern" => continue,
+            other => {
+                return Err(InvalidRequest::unsupported(
+                    format!("structured_outputs.{other}"),
+                    format!("`structured_outputs.{other}` is not supported; give one of json, regex, choice, grammar"),
+                ))
+            }
+        };
+        found.push(("structured_outputs", constraint));
+    }
+    Ok(found)
 }
 
 fn response_format(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<OutputConstraint> {
@@ -732,6 +814,68 @@ mod tests {
             body[k] = v.clone();
             let error = chat_request(&body).unwrap_err();
             assert_eq!(error.param.as_deref(), Some(k.as_str()), "{bad}");
+        }
+    }
+
+    /// vLLM's current `structured_outputs` carries the same constraints as the legacy
+    /// `guided_*` fields; two constraints at once, `structural_tag` and unknown fields are
+    /// refused by name.
+    #[test]
+    fn structured_outputs_is_read_as_the_guided_fields_are() {
+        let with = |extra: Value| {
+            let mut b = json!({"messages": [{"role": "user", "content": "x"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                b[k] = v.clone();
+            }
+            chat_request(&b)
+        };
+        let cases = [
+            (
+                json!({"structured_outputs": {"regex": "[0-9]+"}}),
+                OutputConstraint::Regex("[0-9]+".into()),
+            ),
+            (
+                json!({"structured_outputs": {"choice": ["yes", "no"], "disable_fallback": true}}),
+                OutputConstraint::Choice(vec!["yes".into(), "no".into()]),
+            ),
+            (
+                json!({"structured_outputs": {"grammar": "start: \"a\""}}),
+                OutputConstraint::Lark("start: \"a\"".into()),
+            ),
+            (
+                json!({"guided_choice": ["a"]}),
+                OutputConstraint::Choice(vec!["a".into()]),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(with(body.clone()).unwrap().constraint, expected, "{body}");
+        }
+        let json_schema =
+            with(json!({"structured_outputs": {"json": "{\"type\": \"object\"}"}})).unwrap();
+        assert!(
+            matches!(json_schema.constraint, OutputConstraint::JsonSchema { ref schema, .. } if schema == &json!({"type": "object"}))
+        );
+        for (body, param) in [
+            (
+                json!({"structured_outputs": {"structural_tag": {}}}),
+                "structured_outputs.structural_tag",
+            ),
+            (
+                json!({"structured_outputs": {"regex": 3}}),
+                "structured_outputs.regex",
+            ),
+            (
+                json!({"structured_outputs": {"regex": "a", "choice": ["a"]}}),
+                "structured_outputs",
+            ),
+            (
+                json!({"structured_outputs": {"regex": "a"}, "guided_regex": "b"}),
+                "structured_outputs",
+            ),
+            (json!({"structured_outputs": "json"}), "structured_outputs"),
+        ] {
+            let error = with(body.clone()).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some(param), "{body}");
         }
     }
 }

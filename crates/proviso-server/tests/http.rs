@@ -50,6 +50,15 @@ fn routes_and_wire_format() {
         .into_json()
         .unwrap();
     assert_eq!(models["data"][0]["id"], "echo");
+    let one: Value = ureq::get(&server.url("/v1/models/echo"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(
+        one,
+        json!({"id": "echo", "object": "model", "created": 0, "owned_by": "proviso"})
+    );
     let (status, body) = server.post("/v1/chat/completions", &chat("hello there"));
     assert_eq!(status, 200);
     assert_eq!(body["object"], "chat.completion");
@@ -354,4 +363,128 @@ fn graceful_shutdown_finishes_requests_in_flight() {
         "shutdown did not wait for the request"
     );
     assert_eq!(backend.finished.load(Ordering::SeqCst), 1);
+}
+
+/// A model name the server does not serve is a 404 `model_not_found`, on `/v1/models/{id}`
+/// and as a request's `model`; aliases are listed and served; a server started to accept any
+/// name does so.
+#[test]
+fn model_names_are_checked_and_aliases_served() {
+    let server = Server::start(
+        Echo::default(),
+        ServerConfig {
+            model_aliases: vec!["echo-latest".into(), "org/echo".into()],
+            ..ServerConfig::default()
+        },
+    );
+    let models: Value = ureq::get(&server.url("/v1/models"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["echo", "echo-latest", "org/echo"]);
+    for name in ["echo-latest", "org/echo"] {
+        let status = ureq::get(&server.url(&format!("/v1/models/{name}")))
+            .call()
+            .unwrap()
+            .status();
+        assert_eq!(status, 200, "{name}");
+        let mut body = chat("hi");
+        body["model"] = json!(name);
+        assert_eq!(server.post("/v1/chat/completions", &body).0, 200, "{name}");
+    }
+    let missing = ureq::get(&server.url("/v1/models/gpt-4o")).call();
+    let Err(ureq::Error::Status(404, response)) = missing else {
+        panic!("an unknown model is a 404: {missing:?}");
+    };
+    let body: Value = response.into_json().unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+    for route in ["/v1/chat/completions", "/v1/completions"] {
+        let (status, body) = server.post(
+            route,
+            &json!({"model": "gpt-4o", "prompt": "x", "messages": [{"role": "user", "content": "x"}]}),
+        );
+        assert_eq!(status, 404, "{route}");
+        assert_eq!(body["error"]["code"], "model_not_found");
+        assert_eq!(body["error"]["param"], "model");
+    }
+    drop(server);
+    let any = Server::start(
+        Echo::default(),
+        ServerConfig {
+            any_model: true,
+            ..ServerConfig::default()
+        },
+    );
+    let mut body = chat("hi");
+    body["model"] = json!("gpt-4o");
+    assert_eq!(any.post("/v1/chat/completions", &body).0, 200);
+}
+
+/// The Responses API over the same pipeline: a text answer and a function call as output
+/// items, `previous_response_id` continuing a stored conversation, the stream's events in
+/// order, and what cannot be honoured refused by name.
+#[test]
+fn the_responses_api_runs_over_the_same_pipeline() {
+    let server = Server::start(Echo::default(), ServerConfig::default());
+    let (status, body) = server.post(
+        "/v1/responses",
+        &json!({"model": "echo", "instructions": "Be brief.", "input": "hello there"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "response");
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["output"][0]["type"], "message");
+    assert_eq!(body["output"][0]["content"][0]["text"], "hello there");
+    assert!(body["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    let first = body["id"].as_str().unwrap().to_owned();
+    assert!(first.starts_with("resp"), "{first}");
+    let (status, body) = server.post(
+        "/v1/responses",
+        &json!({"input": "call it", "previous_response_id": first,
+            "tools": [{"type": "function", "name": "get_arm", "parameters": {"type": "object"}}],
+            "tool_choice": "required"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["type"], "function_call");
+    assert_eq!(body["output"][0]["name"], "get_arm");
+    assert!(body["output"][0]["call_id"].is_string());
+    let response = ureq::post(&server.url("/v1/responses"))
+        .send_json(json!({"input": "one two", "stream": true}))
+        .unwrap();
+    assert_eq!(response.content_type(), "text/event-stream");
+    let events: Vec<String> = BufReader::new(response.into_reader())
+        .lines()
+        .map(Result::unwrap)
+        .filter_map(|l| l.strip_prefix("event: ").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    for (body, param) in [
+        (json!({"input": "x", "tools": [{"type": "web_search"}]}), "tools[0].type"),
+        (json!({"input": "x", "previous_response_id": "resp_none"}), "previous_response_id"),
+        (json!({"input": "x", "model": "gpt-4o"}), "model"),
+    ] {
+        let (status, error) = server.post("/v1/responses", &body);
+        assert!(status >= 400, "{body}");
+        assert_eq!(error["error"]["param"], param, "{error}");
+    }
 }

@@ -15,6 +15,7 @@ use proviso_contract::{
 };
 
 use crate::format::{CallFormat, Proposal};
+use crate::gated::GatedCall;
 use crate::policy::{Policy, Usage};
 use crate::registry::Registry;
 
@@ -428,6 +429,63 @@ impl ToolGate {
         gates.push((Gate::Evidence, GateStatus::NotApplicable));
         let calls = accepted.into_iter().map(|(_, call, _)| call).collect();
         Verdict::from_parts(gates, Ok(Intent::ToolRequest { calls, rationale }))
+    }
+
+    /// Admits one call for execution: the per-call gates (declared tool of the declared
+    /// class, schema, argument policies, permission) run again on it, and only a call that
+    /// passes becomes a [`GatedCall`], the one kind a runner accepts. Calls from an accepted
+    /// step always pass; a call assembled by hand passes only if it would have.
+    ///
+    /// # Errors
+    ///
+    /// The first gate the call fails, as a rejection naming it.
+    pub fn admit(&self, call: &ToolCall) -> Result<GatedCall, Rejection> {
+        let Some(tool) = self.registry.get(call.name()) else {
+            return Err(Rejection::new(
+                Gate::Schema,
+                "unknown_tool",
+                format!("`{}` is not a declared tool", call.name()),
+                Location::instance("/name"),
+            ));
+        };
+        if tool.spec().class() != call.intent_class() {
+            return Err(Rejection::new(
+                Gate::Schema,
+                "intent_class_mismatch",
+                format!(
+                    "`{}` is declared {}, not {}",
+                    call.name(),
+                    tool.spec().class().as_str(),
+                    call.intent_class().as_str()
+                ),
+                Location::instance("/name"),
+            ));
+        }
+        let arguments = serde_json::Value::Object(call.arguments().clone());
+        let violations = tool.schema().violations(&arguments);
+        if !violations.is_empty() {
+            return Err(Rejection::from_violations(Gate::Schema, violations));
+        }
+        let mut violations = Vec::new();
+        for policy in tool.compiled_policies() {
+            policy.check(call.arguments(), "", &mut violations);
+        }
+        if !violations.is_empty() {
+            return Err(Rejection::from_violations(Gate::Policy, violations));
+        }
+        if !self
+            .policy
+            .caller()
+            .permits(call.name(), tool.spec().class())
+        {
+            return Err(Rejection::new(
+                Gate::Permission,
+                "permission_denied",
+                format!("role `{}` may not call `{}`", self.policy.role, call.name()),
+                Location::instance("/name"),
+            ));
+        }
+        Ok(GatedCall::new(call.clone()))
     }
 
     /// Where a call names its tool, in this format's instance paths.

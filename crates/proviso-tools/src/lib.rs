@@ -37,6 +37,7 @@ mod check;
 mod error;
 pub mod export;
 pub mod format;
+mod gated;
 mod policy;
 pub mod provenance;
 mod registry;
@@ -48,6 +49,7 @@ pub use format::{
     finite_arguments, CallFormat, CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall,
     ToolChoice,
 };
+pub use gated::GatedCall;
 pub use policy::{ArgumentPolicy, Budget, Exceeded, Policy, Role, Usage};
 pub use provenance::AutoChoice;
 pub use registry::{Registry, Tool, ToolSpec};

@@ -6,8 +6,13 @@
 //! the model first writes the best call it can under the `required` grammar (which it does
 //! well), and then [`choose`] judges that call against the conversation:
 //!
-//! - a call whose tool shares no content word with the conversation is not about it: the
-//!   model answers in text ([`AutoChoice::Answer`]);
+//! - a call that is not about the conversation makes the model answer in text
+//!   ([`AutoChoice::Answer`]). A call is about the conversation when its tool's name and
+//!   description share two content words with it, or its name shares one (an abbreviation
+//!   such as `prob` for `probability` counts), or they share one and a required string
+//!   argument carries the conversation's own words (`Buddhism`, `Lebron James`). One shared
+//!   word and numbers alone are not enough: any number fits any numeric parameter, so a
+//!   body-mass-index tool called with a triangle's base and height is not about triangles;
 //! - a call about the conversation whose required arguments cannot be traced to it (the model
 //!   invented a value no one gave) asks for them instead ([`AutoChoice::AskFor`]);
 //! - otherwise the call stands ([`AutoChoice::Call`]).
@@ -68,7 +73,7 @@ pub fn choose(registry: &Registry, calls: &[(String, Value)], conversation: &str
         let Some(tool) = registry.get(name) else {
             continue;
         };
-        if shared_words(tool.spec(), conversation).is_empty() {
+        if !text.is_about(tool.spec(), arguments, conversation) {
             return AutoChoice::Answer;
         }
         missing.extend(
@@ -314,6 +319,16 @@ pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
         .into_iter()
         .filter(|d| said.iter().any(|s| same_stem(d, s)))
         .collect()
+}
+
+/// Whether a tool's name (split at `_`, `.`, `-` and case changes) shares a content word
+/// with the conversation, a name word of four letters or more also meeting the words it
+/// abbreviates (`prob` meets `probability`, `calc` meets `calculator`).
+fn name_shared(spec: &ToolSpec, said: &BTreeSet<String>) -> bool {
+    content_words(&spec.name().replace(['_', '.', '-'], " ")).any(|n| {
+        said.iter()
+            .any(|s| same_stem(&n, s) || (n.chars().count() >= 4 && s.starts_with(&n)))
+    })
 }
 
 /// Whether two content words have the same stem (see [`shared_words`]).
@@ -563,6 +578,42 @@ impl Conversation {
         }
     }
 
+    /// Whether a call is about the conversation (see the module's documentation).
+    fn is_about(&self, spec: &ToolSpec, arguments: &Value, conversation: &str) -> bool {
+        let shared = shared_words(spec, conversation).len();
+        if shared >= 2 {
+            return true;
+        }
+        let said: BTreeSet<String> = content_words(conversation).collect();
+        if name_shared(spec, &said) {
+            return true;
+        }
+        shared == 1 && self.carries_words(spec, arguments)
+    }
+
+    /// Whether a required string argument, not supplied by the declaration, is made of the
+    /// conversation's words.
+    fn carries_words(&self, spec: &ToolSpec, arguments: &Value) -> bool {
+        let parameters = spec.parameters();
+        parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .any(|name| {
+                let schema = parameters
+                    .pointer(&format!("/properties/{}", escape(name)))
+                    .unwrap_or(&Value::Null);
+                match arguments.get(name) {
+                    Some(value @ Value::String(s)) => {
+                        !declared(value, schema) && self.states_text(s)
+                    }
+                    _ => false,
+                }
+            })
+    }
+
     fn untraceable(&self, spec: &ToolSpec, arguments: &Value) -> Vec<String> {
         let parameters = spec.parameters();
         let required: Vec<&str> = parameters
@@ -650,8 +701,9 @@ impl Conversation {
     }
 }
 
-/// Whether the declaration itself supplies the value: an `enum` or `const` member, or the
-/// parameter's `default`.
+/// Whether the declaration itself supplies the value: an `enum` or `const` member, the
+/// parameter's `default`, or a string its description offers in quotes (`Can be 'summary'
+/// or 'detailed'` declares two options in prose, as an `enum` would).
 fn declared(value: &Value, schema: &Value) -> bool {
     schema
         .get("enum")
@@ -659,6 +711,12 @@ fn declared(value: &Value, schema: &Value) -> bool {
         .is_some_and(|members| members.contains(value))
         || schema.get("const") == Some(value)
         || schema.get("default") == Some(value)
+        || value.as_str().is_some_and(|v| {
+            schema
+                .get("description")
+                .and_then(Value::as_str)
+                .is_some_and(|d| quoted_strings(d).iter().any(|q| q == v))
+        })
 }
 
 /// Escapes a property name for a JSON pointer.
@@ -844,6 +902,98 @@ mod tests {
             AutoChoice::Answer
         );
         assert_eq!(choose(&r, &[], q), AutoChoice::Answer);
+    }
+
+    /// One shared word and numbers alone do not make a call relevant; a shared name word
+    /// (also as an abbreviation), two shared words, or one shared word with a string argument
+    /// made of the request's words do.
+    #[test]
+    fn a_call_is_about_the_request_by_its_name_its_words_or_its_strings() {
+        let tool = |name: &str, description: &str, properties: Value, required: Value| {
+            Registry::new(vec![ToolSpec::new(
+                name,
+                description,
+                IntentClass::Compute,
+                json!({"type": "object", "properties": properties, "required": required}),
+            )])
+            .unwrap()
+        };
+        let bmi = tool(
+            "determine_body_mass_index",
+            "Determine the body mass index given a weight and a height.",
+            json!({"weight": {"type": "number"}, "height": {"type": "number"}}),
+            json!(["weight", "height"]),
+        );
+        let binomial = tool(
+            "prob_dist.binomial",
+            "Compute the chance of a success outcome.",
+            json!({"trials": {"type": "integer"}, "successes": {"type": "integer"}}),
+            json!(["trials", "successes"]),
+        );
+        let religion = tool(
+            "retrieve_religion_info",
+            "Retrieve the history and beliefs of a religion.",
+            json!({"religion_name": {"type": "string"}}),
+            json!(["religion_name"]),
+        );
+        let stock = tool(
+            "get_stock_info",
+            "Information about a stock.",
+            json!({"company": {"type": "string"}, "detail_level": {"type": "string",
+                "description": "Level of detail. Can be 'summary' or 'detailed'."}}),
+            json!(["company", "detail_level"]),
+        );
+        let cases: &[(&Registry, &str, Value, &str, &str)] = &[
+            (
+                &bmi,
+                "determine_body_mass_index",
+                json!({"weight": 10, "height": 5}),
+                "Calculate the area of a triangle whose base is 10 and height is 5.",
+                "answer",
+            ),
+            (
+                &bmi,
+                "determine_body_mass_index",
+                json!({"weight": 70, "height": 1.8}),
+                "What is my body mass index at 70 kg and 1.8 m?",
+                "call",
+            ),
+            (
+                &binomial,
+                "prob_dist.binomial",
+                json!({"trials": 10, "successes": 5}),
+                "Find the probability of 5 heads in 10 tosses.",
+                "call",
+            ),
+            (
+                &religion,
+                "retrieve_religion_info",
+                json!({"religion_name": "Buddhism"}),
+                "Retrieve the full history of Buddhism.",
+                "call",
+            ),
+            (
+                &stock,
+                "get_stock_info",
+                json!({"company": "Apple", "detail_level": "detailed"}),
+                "Give me detail information about the stock of Apple.",
+                "call",
+            ),
+            (
+                &stock,
+                "get_stock_info",
+                json!({"company": "Apple", "detail_level": "full"}),
+                "Give me detail information about the stock of Apple.",
+                "ask_for",
+            ),
+        ];
+        for (registry, name, arguments, request, expected) in cases {
+            assert_eq!(
+                choose(registry, &call(name, arguments.clone()), request).as_str(),
+                *expected,
+                "{name} {arguments} for {request:?}"
+            );
+        }
     }
 
     #[test]

@@ -24,11 +24,27 @@ pub enum UpstreamKind {
     /// llama.cpp's server (or llama-cpp-python's): constraints as GBNF in `grammar`; tools
     /// rendered into the prompt as hermes calls and read back from the text.
     LlamaCpp,
-    /// vLLM: native tools and `response_format`, plus `guided_*` constraints.
+    /// vLLM (0.12 on): native tools and `response_format`, plus `structured_outputs` for
+    /// regular expressions, choices and grammars.
     Vllm,
     /// Any OpenAI-compatible server (proviso's own, OpenAI): native tools and
     /// `response_format` with `strict`.
     OpenAi,
+}
+
+impl UpstreamKind {
+    /// The dialect with its article, for messages (`a llama.cpp`).
+    fn article(self) -> &'static str {
+        match self {
+            Self::LlamaCpp => "a llama.cpp",
+            Self::Vllm => "a vLLM",
+            // Servers that take `structured_outputs` (vLLM, proviso's own) are reached with
+            // the vllm dialect.
+            Self::OpenAi => {
+                "an OpenAI (use --upstream-kind vllm for a server that takes `structured_outputs`)"
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for UpstreamKind {
@@ -353,10 +369,9 @@ impl Backend for GatewayBackend {
                                         true
                                     ))?);
                         }
-                        UpstreamKind::Vllm => {
-                            body["guided_json"] = proviso_tools::export::normalize(schema)
-                        }
-                        UpstreamKind::OpenAi => {
+                        // vLLM (0.12 on) reads a JSON schema from the OpenAI field; its own
+                        // `structured_outputs` carries the other constraints.
+                        UpstreamKind::Vllm | UpstreamKind::OpenAi => {
                             body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": name, "schema": proviso_tools::export::normalize(schema), "strict": true}});
                         }
                     }
@@ -364,16 +379,19 @@ impl Backend for GatewayBackend {
                 }
                 OutputConstraint::Regex(r) => {
                     match kind {
-                        UpstreamKind::LlamaCpp => {
+                        UpstreamKind::LlamaCpp | UpstreamKind::OpenAi => {
                             return Err(rejected(
                                 "guided_regex",
-                                "a llama.cpp upstream takes GBNF, not regular expressions",
+                                format!(
+                                    "{} upstream cannot enforce a regular expression",
+                                    kind.article()
+                                ),
                                 true,
                             ))
                         }
-                        _ => body["guided_regex"] = json!(r),
+                        UpstreamKind::Vllm => body["structured_outputs"] = json!({"regex": r}),
                     }
-                    Judge::Text
+                    Judge::pattern(r, "guided_regex")?
                 }
                 OutputConstraint::Choice(c) => {
                     match kind {
@@ -385,20 +403,30 @@ impl Backend for GatewayBackend {
                             body["grammar"] =
                                 json!(format!("root ::= {}\n", alternatives.join(" | ")));
                         }
-                        _ => body["guided_choice"] = json!(c),
-                    }
-                    Judge::Text
-                }
-                OutputConstraint::Lark(l) => {
-                    match kind {
-                        UpstreamKind::LlamaCpp => {
+                        UpstreamKind::Vllm => body["structured_outputs"] = json!({"choice": c}),
+                        UpstreamKind::OpenAi => {
                             return Err(rejected(
-                                "guided_grammar",
-                                "a llama.cpp upstream takes GBNF, not Lark",
+                                "guided_choice",
+                                "an OpenAI upstream cannot enforce a choice of strings",
                                 true,
                             ))
                         }
-                        _ => body["guided_grammar"] = json!(l),
+                    }
+                    Judge::OneOf(c.clone())
+                }
+                OutputConstraint::Lark(l) => {
+                    match kind {
+                        UpstreamKind::LlamaCpp | UpstreamKind::OpenAi => {
+                            return Err(rejected(
+                                "guided_grammar",
+                                format!(
+                                    "{} upstream cannot enforce a Lark grammar",
+                                    kind.article()
+                                ),
+                                true,
+                            ))
+                        }
+                        UpstreamKind::Vllm => body["structured_outputs"] = json!({"grammar": l}),
                     }
                     Judge::Text
                 }

@@ -65,8 +65,13 @@ pub(crate) fn tools(
 /// How a finished output is judged.
 #[derive(Debug)]
 pub(crate) enum Judge {
-    /// Returned as is (free text, regex, choice, Lark: the grammar is the whole contract).
+    /// Returned as is (free text, and Lark, whose grammar is the whole contract: no second
+    /// parser re-reads it).
     Text,
+    /// Text that must match a regular expression, whole.
+    Pattern(Box<regex::Regex>),
+    /// Text that must be one of these strings.
+    OneOf(Vec<String>),
     /// Strict JSON, an object.
     JsonObject,
     /// The response schema's contract.
@@ -131,6 +136,15 @@ pub(crate) enum Ended {
 }
 
 impl Judge {
+    /// The judge of a `guided_regex` (or `structured_outputs.regex`) constraint: the whole
+    /// output must match. The decoder enforces the same expression; an upstream that ignored
+    /// it is caught here.
+    pub(crate) fn pattern(regex: &str, param: &str) -> Result<Self, RejectedRequest> {
+        regex::Regex::new(&format!("^(?:{regex})$"))
+            .map(|r| Self::Pattern(Box::new(r)))
+            .map_err(|e| refused_request(param, format!("not a regular expression: {e}"), false))
+    }
+
     /// Judges a complete output of the local model (its stop reason was a natural end).
     pub(crate) fn local(
         &self,
@@ -195,6 +209,26 @@ impl Judge {
     fn text(&self, text: &str) -> Result<Judged, Refusal> {
         match self {
             Self::Text | Self::Tools { .. } => Ok(Judged::Answer(text.to_owned())),
+            Self::Pattern(regex) if regex.is_match(text) => Ok(Judged::Answer(text.to_owned())),
+            Self::Pattern(regex) => Err(Refusal::new(
+                "schema",
+                "pattern_mismatch",
+                format!(
+                    "the output does not match the requested regular expression {}",
+                    regex.as_str()
+                ),
+            )),
+            Self::OneOf(choices) if choices.iter().any(|c| c == text) => {
+                Ok(Judged::Answer(text.to_owned()))
+            }
+            Self::OneOf(choices) => Err(Refusal::new(
+                "schema",
+                "not_a_choice",
+                format!(
+                    "the output is not one of the {} requested choices",
+                    choices.len()
+                ),
+            )),
             Self::JsonObject => {
                 match proviso_json::parse_str(text, &proviso_json::ParseOptions::default()) {
                     Ok(Value::Object(_)) => Ok(Judged::Answer(text.to_owned())),

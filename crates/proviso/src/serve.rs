@@ -413,13 +413,13 @@ impl Backend for LocalBackend {
                 }
                 OutputConstraint::Regex(r) => (
                     Some(ConstraintSpec::Regex(r.clone())),
-                    Judge::Text,
+                    Judge::pattern(r, "guided_regex")?,
                     None,
                     None,
                 ),
                 OutputConstraint::Choice(c) => (
                     Some(ConstraintSpec::Choice(c.clone())),
-                    Judge::Text,
+                    Judge::OneOf(c.clone()),
                     None,
                     None,
                 ),

@@ -1,0 +1,681 @@
+//! The Responses API (`POST /v1/responses`) over the same pipeline as chat completions.
+//!
+//! A Responses request is translated into a chat completions request ([`to_chat`]), so it
+//! passes the same wire checks, the same constraint compilation, the same backend and the
+//! same gates; the accepted choice is then written as a Response object ([`render`]) or as
+//! the Responses stream's events ([`events`]). What cannot be honoured (custom tools, images,
+//! reasoning settings, unknown fields) is refused by name, as everywhere else.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::{json, Map, Value};
+
+use crate::backend::{ChoiceResult, FinishReason};
+use crate::wire::InvalidRequest;
+
+type Result<T> = std::result::Result<T, InvalidRequest>;
+
+/// Fields of a Responses request that carry no constraint and are accepted as they are.
+const INFORMATIONAL: &[&str] = &["model", "user", "metadata", "store", "service_tier"];
+
+/// A Responses request, read.
+#[derive(Debug)]
+pub(crate) struct Translated {
+    /// The equivalent chat completions request (never streamed: events are written from
+    /// the accepted choice).
+    pub(crate) chat: Value,
+    /// Whether the client asked for events.
+    pub(crate) stream: bool,
+    /// Whether the response is kept for a later `previous_response_id` (`store`, default
+    /// true).
+    pub(crate) store: bool,
+    /// The conversation so far, without the instructions: what a later request continues.
+    pub(crate) conversation: Vec<Value>,
+}
+
+/// Reads a Responses request into a chat completions request. `previous` looks up the
+/// conversation of a stored response.
+///
+/// # Errors
+///
+/// A field that is malformed (422) or cannot be honoured (400), named.
+pub(crate) fn to_chat(
+    body: &Value,
+    previous: impl Fn(&str) -> Option<Vec<Value>>,
+) -> Result<Translated> {
+    let Some(fields) = body.as_object() else {
+        return Err(InvalidRequest::new(
+            "",
+            "the request body must be a JSON object",
+        ));
+    };
+    let mut chat = Map::new();
+    let mut conversation = Vec::new();
+    let mut stream = false;
+    let mut store = true;
+    let mut instructions = None;
+    let mut tools: Option<Vec<Value>> = None;
+    let mut choice: Option<Value> = None;
+    let mut allowed: Option<Vec<String>> = None;
+    for (key, value) in fields {
+        if value.is_null() {
+            continue;
+        }
+        match key.as_str() {
+            "input" => conversation.extend(input(value)?),
+            "instructions" => {
+                instructions = Some(value.as_str().ok_or_else(|| {
+                    InvalidRequest::new("instructions", "`instructions` must be a string")
+                })?);
+            }
+            "previous_response_id" => {
+                let id = value.as_str().ok_or_else(|| {
+                    InvalidRequest::new(
+                        "previous_response_id",
+                        "`previous_response_id` must be a string",
+                    )
+                })?;
+                let earlier = previous(id).ok_or_else(|| {
+                    InvalidRequest::new(
+                        "previous_response_id",
+                        format!("no stored response `{id}` (responses are kept in memory, the most recent ones only)"),
+                    )
+                })?;
+                conversation.splice(0..0, earlier);
+            }
+            "tools" => tools = Some(function_tools(value)?),
+            "tool_choice" => {
+                let (c, names) = tool_choice(value)?;
+                choice = Some(c);
+                allowed = names;
+            }
+            "text" => text_format(value, &mut chat)?,
+            "max_output_tokens" => {
+                chat.insert("max_tokens".into(), value.clone());
+            }
+            "temperature" | "top_p" | "parallel_tool_calls" => {
+                chat.insert(key.clone(), value.clone());
+            }
+            "stream" => {
+                stream = value
+                    .as_bool()
+                    .ok_or_else(|| InvalidRequest::new("stream", "`stream` must be a boolean"))?;
+            }
+            "store" => {
+                store = value
+                    .as_bool()
+                    .ok_or_else(|| InvalidRequest::new("store", "`store` must be a boolean"))?;
+            }
+            "truncation" if value == "disabled" => {}
+            "reasoning" | "include"
+                if value.as_object().is_some_and(Map::is_empty)
+                    || value.as_array().is_some_and(Vec::is_empty) => {}
+            k if INFORMATIONAL.contains(&k) => {
+                if k == "model" {
+                    chat.insert("model".into(), value.clone());
+                }
+            }
+            other => {
+                return Err(InvalidRequest::unsupported(
+                    other,
+                    format!("`{other}` is not supported on /v1/responses"),
+                ))
+            }
+        }
+    }
+    if conversation.is_empty() {
+        return Err(InvalidRequest::new("input", "`input` is required"));
+    }
+    if let (Some(names), Some(list)) = (&allowed, &mut tools) {
+        for name in names {
+            if !list.iter().any(|t| t["function"]["name"] == name.as_str()) {
+                return Err(InvalidRequest::new(
+                    "tool_choice.tools",
+                    format!("`{name}` is not among the request's tools"),
+                ));
+            }
+        }
+        list.retain(|t| {
+            t["function"]["name"]
+                .as_str()
+                .is_some_and(|n| names.iter().any(|a| a == n))
+        });
+    }
+    let mut messages = Vec::with_capacity(conversation.len() + 1);
+    if let Some(text) = instructions {
+        messages.push(json!({"role": "system", "content": text}));
+    }
+    messages.extend(conversation.iter().cloned());
+    chat.insert("messages".into(), Value::Array(messages));
+    if let Some(tools) = tools.filter(|t| !t.is_empty()) {
+        chat.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = choice {
+        chat.insert("tool_choice".into(), choice);
+    }
+    Ok(Translated {
+        chat: Value::Object(chat),
+        stream,
+        store,
+        conversation,
+    })
+}
+
+/// `input`: a string (one user message) or a list of items, as chat messages.
+fn input(value: &Value) -> Result<Vec<Value>> {
+    if let Some(text) = value.as_str() {
+        return Ok(vec![json!({"role": "user", "content": text})]);
+    }
+    let items = value.as_array().ok_or_else(|| {
+        InvalidRequest::new("input", "`input` must be a string or an array of items")
+    })?;
+    let mut messages: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let param = format!("input[{i}]");
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        match kind {
+            "message" => {
+                let role = item.get("role").and_then(Value::as_str).ok_or_else(|| {
+                    InvalidRequest::new(format!("{param}.role"), "a message needs a `role`")
+                })?;
+                if !matches!(role, "user" | "assistant" | "system" | "developer") {
+                    return Err(InvalidRequest::new(
+                        format!("{param}.role"),
+                        format!("unknown role `{role}`"),
+                    ));
+                }
+                let content = message_text(item.get("content"), &format!("{param}.content"))?;
+                messages.push(json!({"role": role, "content": content}));
+            }
+            "function_call" => {
+                let field = |name: &str| {
+                    item.get(name).and_then(Value::as_str).ok_or_else(|| {
+                        InvalidRequest::new(
+                            format!("{param}.{name}"),
+                            format!("a function call needs `{name}` as a string"),
+                        )
+                    })
+                };
+                let call = json!({"id": field("call_id")?, "type": "function",
+                    "function": {"name": field("name")?, "arguments": field("arguments")?}});
+                // Calls of one turn are one assistant message with several calls.
+                match messages.last_mut() {
+                    Some(last)
+                        if last["role"] == "assistant"
+                            && last["content"].is_null()
+                            && last["tool_calls"].is_array() =>
+                    {
+                        if let Some(calls) = last["tool_calls"].as_array_mut() {
+                            calls.push(call);
+                        }
+                    }
+                    _ => messages
+                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+                }
+            }
+            "function_call_output" => {
+                let call_id = item.get("call_id").and_then(Value::as_str).ok_or_else(|| {
+                    InvalidRequest::new(
+                        format!("{param}.call_id"),
+                        "a function call output needs `call_id`",
+                    )
+                })?;
+                let output = match item.get("output") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other @ (Value::Array(_) | Value::Object(_))) => {
+                        message_text(Some(other), &format!("{param}.output"))
+                            .unwrap_or_else(|_| other.to_string())
+                    }
+                    _ => {
+                        return Err(InvalidRequest::new(
+                            format!("{param}.output"),
+                            "a function call output needs `output`",
+                        ))
+                    }
+                };
+                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            }
+            other => {
+                return Err(InvalidRequest::unsupported(
+                    format!("{param}.type"),
+                    format!("input items of type `{other}` are not supported"),
+                ))
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// A message's content: a string, or text parts joined.
+fn message_text(content: Option<&Value>, param: &str) -> Result<String> {
+    match content {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for (i, part) in parts.iter().enumerate() {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("input_text" | "output_text" | "text") => {
+                        text.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    }
+                    other => return Err(InvalidRequest::unsupported(
+                        format!("{param}[{i}].type"),
+                        format!(
+                            "content parts of type `{}` are not supported; the model reads text",
+                            other.unwrap_or("?")
+                        ),
+                    )),
+                }
+            }
+            Ok(text)
+        }
+        _ => Err(InvalidRequest::new(
+            param,
+            "content must be a string or an array of text parts",
+        )),
+    }
+}
+
+/// Function tools, in the chat completions form.
+fn function_tools(value: &Value) -> Result<Vec<Value>> {
+    let tools = value
+        .as_array()
+        .ok_or_else(|| InvalidRequest::new("tools", "`tools` must be an array"))?;
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            match tool.get("type").and_then(Value::as_str) {
+                Some("function") => {}
+                other => {
+                    return Err(InvalidRequest::unsupported(
+                        format!("tools[{i}].type"),
+                        format!(
+                            "tools of type `{}` are not supported on /v1/responses; declare function tools",
+                            other.unwrap_or("?")
+                        ),
+                    ))
+                }
+            }
+            let mut function = Map::new();
+            for key in ["name", "description", "parameters", "strict"] {
+                if let Some(v) = tool.get(key).filter(|v| !v.is_null()) {
+                    function.insert(key.into(), v.clone());
+                }
+            }
+            Ok(json!({"type": "function", "function": function}))
+        })
+        .collect()
+}
+
+/// `tool_choice`, in the chat completions form, with the names `allowed_tools` keeps.
+fn tool_choice(value: &Value) -> Result<(Value, Option<Vec<String>>)> {
+    if value.is_string() {
+        return Ok((value.clone(), None));
+    }
+    match value.get("type").and_then(Value::as_str) {
+        Some("function") => {
+            let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
+                InvalidRequest::new("tool_choice.name", "a function choice needs `name`")
+            })?;
+            Ok((
+                json!({"type": "function", "function": {"name": name}}),
+                None,
+            ))
+        }
+        Some("allowed_tools") => {
+            let mode = value.get("mode").and_then(Value::as_str).unwrap_or("auto");
+            if !matches!(mode, "auto" | "required") {
+                return Err(InvalidRequest::new(
+                    "tool_choice.mode",
+                    "`mode` is `auto` or `required`",
+                ));
+            }
+            let names = value
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|tools| {
+                    tools
+                        .iter()
+                        .map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .and_then(|names| names.filter(|n| !n.is_empty()))
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        "tool_choice.tools",
+                        "`allowed_tools` needs a non-empty list of tools with names",
+                    )
+                })?;
+            Ok((json!(mode), Some(names)))
+        }
+        _ => Err(InvalidRequest::unsupported(
+            "tool_choice",
+            "`tool_choice` is `none`, `auto`, `required`, a function, or `allowed_tools`",
+        )),
+    }
+}
+
+/// `text.format`, as a chat `response_format`.
+fn text_format(value: &Value, chat: &mut Map<String, Value>) -> Result<()> {
+    for key in value.as_object().into_iter().flat_map(Map::keys) {
+        if key != "format" {
+            return Err(InvalidRequest::unsupported(
+                format!("text.{key}"),
+                format!("`text.{key}` is not supported"),
+            ));
+        }
+    }
+    let Some(format) = value.get("format").filter(|f| !f.is_null()) else {
+        return Ok(());
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => {}
+        Some("json_object") => {
+            chat.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        Some("json_schema") => {
+            let mut schema = Map::new();
+            for key in ["name", "schema", "strict", "description"] {
+                if let Some(v) = format.get(key).filter(|v| !v.is_null()) {
+                    schema.insert(key.into(), v.clone());
+                }
+            }
+            chat.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": schema}),
+            );
+        }
+        _ => {
+            return Err(InvalidRequest::new(
+                "text.format.type",
+                "`text.format.type` is `text`, `json_object` or `json_schema`",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The output items of an accepted choice, and its status.
+pub(crate) fn output(id: &str, choice: &ChoiceResult) -> Vec<Value> {
+    let mut items = Vec::new();
+    if let Some(text) = choice
+        .content
+        .as_ref()
+        .filter(|t| !t.is_empty() || choice.tool_calls.is_empty())
+    {
+        items.push(json!({"type": "message", "id": format!("msg_{id}"), "status": "completed",
+            "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}));
+    }
+    for (i, call) in choice.tool_calls.iter().enumerate() {
+        items.push(
+            json!({"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": call.id,
+            "name": call.name, "arguments": call.arguments, "status": "completed"}),
+        );
+    }
+    items
+}
+
+/// The Response object of an accepted choice.
+pub(crate) fn render(
+    id: &str,
+    created: u64,
+    model: &str,
+    request: &Value,
+    choice: &ChoiceResult,
+) -> Value {
+    let (status, incomplete) = match choice.finish_reason {
+        FinishReason::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
+        FinishReason::Repetition => ("incomplete", json!({"reason": "repetition"})),
+        _ => ("completed", Value::Null),
+    };
+    let field = |name: &str, default: Value| request.get(name).cloned().unwrap_or(default);
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": null,
+        "incomplete_details": incomplete,
+        "model": model,
+        "output": output(id, choice),
+        "instructions": field("instructions", Value::Null),
+        "tools": field("tools", json!([])),
+        "tool_choice": field("tool_choice", json!("auto")),
+        "parallel_tool_calls": field("parallel_tool_calls", json!(true)),
+        "text": field("text", json!({"format": {"type": "text"}})),
+        "previous_response_id": field("previous_response_id", Value::Null),
+        "max_output_tokens": field("max_output_tokens", Value::Null),
+        "temperature": field("temperature", json!(1.0)),
+        "top_p": field("top_p", json!(1.0)),
+        "metadata": field("metadata", json!({})),
+        "store": field("store", json!(true)),
+        "usage": {
+            "input_tokens": choice.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": choice.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": choice.prompt_tokens + choice.completion_tokens,
+        },
+    })
+}
+
+/// The Responses stream of a finished response, as `(event name, data)` pairs. Events are
+/// written once the output passed every gate, so a client never sees text or a call that
+/// was then refused.
+pub(crate) fn events(response: &Value) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut push = |kind: &str, mut data: Value| {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(out.len());
+        out.push((kind.to_owned(), data));
+    };
+    let mut pending = response.clone();
+    pending["status"] = json!("in_progress");
+    pending["output"] = json!([]);
+    pending["usage"] = Value::Null;
+    push("response.created", json!({"response": pending}));
+    push("response.in_progress", json!({"response": pending}));
+    let items = response["output"].as_array().cloned().unwrap_or_default();
+    for (index, item) in items.iter().enumerate() {
+        let item_id = item["id"].clone();
+        let mut started = item.clone();
+        started["status"] = json!("in_progress");
+        if item["type"] == "message" {
+            started["content"] = json!([]);
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": started}),
+            );
+            let text = item["content"][0]["text"].clone();
+            let part = json!({"type": "output_text", "text": "", "annotations": []});
+            push(
+                "response.content_part.added",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": part}),
+            );
+            push(
+                "response.output_text.delta",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}),
+            );
+            push(
+                "response.output_text.done",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+            );
+            push(
+                "response.content_part.done",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": item["content"][0]}),
+            );
+        } else {
+            started["arguments"] = json!("");
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": started}),
+            );
+            push(
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": item["arguments"]}),
+            );
+            push(
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "arguments": item["arguments"], "name": item["name"]}),
+            );
+        }
+        push(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+    }
+    let end = if response["status"] == "completed" {
+        "response.completed"
+    } else {
+        "response.incomplete"
+    };
+    push(end, json!({"response": response}));
+    out
+}
+
+/// The conversation a stored response continues: its input and its output as chat
+/// messages.
+pub(crate) fn continued(mut conversation: Vec<Value>, choice: &ChoiceResult) -> Vec<Value> {
+    if choice.tool_calls.is_empty() {
+        conversation.push(
+            json!({"role": "assistant", "content": choice.content.clone().unwrap_or_default()}),
+        );
+    } else {
+        let calls: Vec<Value> = choice
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+        conversation
+            .push(json!({"role": "assistant", "content": choice.content, "tool_calls": calls}));
+    }
+    conversation
+}
+
+/// Stored responses' conversations, in memory, the most recent `capacity` only.
+#[derive(Debug)]
+pub(crate) struct Store {
+    capacity: usize,
+    order: VecDeque<String>,
+    conversations: HashMap<String, Vec<Value>>,
+}
+
+impl Store {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            order: VecDeque::new(),
+            conversations: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Vec<Value>> {
+        self.conversations.get(id).cloned()
+    }
+
+    pub(crate) fn insert(&mut self, id: String, conversation: Vec<Value>) {
+        if self.capacity == 0 {
+            return;
+        }
+        while self.order.len() >= self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.conversations.remove(&oldest);
+            }
+        }
+        self.order.push_back(id.clone());
+        self.conversations.insert(id, conversation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_responses_request_becomes_the_equivalent_chat_request() {
+        let body = json!({
+            "model": "m", "instructions": "Be brief.",
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "Arms?"}]},
+                {"type": "function_call", "call_id": "c1", "name": "get_arm", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "{\"arm\": \"A\"}"}
+            ],
+            "tools": [{"type": "function", "name": "get_arm", "parameters": {"type": "object"}, "strict": true},
+                      {"type": "function", "name": "search", "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_arm"}]},
+            "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}, "strict": true}},
+            "max_output_tokens": 50, "stream": true
+        });
+        let t = to_chat(&body, |_| None).unwrap();
+        assert!(t.stream);
+        assert_eq!(
+            t.chat["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+        assert_eq!(
+            t.chat["messages"][1],
+            json!({"role": "user", "content": "Arms?"})
+        );
+        assert_eq!(
+            t.chat["messages"][2]["tool_calls"][0]["function"]["name"],
+            "get_arm"
+        );
+        assert_eq!(t.chat["messages"][3]["role"], "tool");
+        assert_eq!(t.chat["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(t.chat["tool_choice"], "required");
+        assert_eq!(t.chat["response_format"]["json_schema"]["name"], "a");
+        assert_eq!(t.chat["max_tokens"], 50);
+        assert_eq!(t.conversation.len(), 3);
+    }
+
+    #[test]
+    fn what_cannot_be_honoured_is_refused_by_name() {
+        for (body, param) in [
+            (
+                json!({"input": "x", "tools": [{"type": "web_search"}]}),
+                "tools[0].type",
+            ),
+            (
+                json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]}),
+                "input[0].content[0].type",
+            ),
+            (
+                json!({"input": "x", "reasoning": {"effort": "high"}}),
+                "reasoning",
+            ),
+            (
+                json!({"input": "x", "previous_response_id": "resp_gone"}),
+                "previous_response_id",
+            ),
+            (json!({"instructions": "x"}), "input"),
+            (
+                json!({"input": "x", "tools": [{"type": "function", "name": "f"}],
+                "tool_choice": {"type": "allowed_tools", "tools": [{"type": "function", "name": "g"}]}}),
+                "tool_choice.tools",
+            ),
+        ] {
+            let e = to_chat(&body, |_| None).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{body}");
+        }
+    }
+
+    #[test]
+    fn the_store_keeps_the_most_recent_conversations() {
+        let mut store = Store::new(2);
+        for id in ["a", "b", "c"] {
+            store.insert(id.into(), vec![json!({"role": "user", "content": id})]);
+        }
+        assert!(store.get("a").is_none());
+        assert_eq!(store.get("c").unwrap()[0]["content"], "c");
+        let t = to_chat(
+            &json!({"input": "next", "previous_response_id": "b"}),
+            |id| store.get(id),
+        )
+        .unwrap();
+        assert_eq!(t.chat["messages"][0]["content"], "b");
+        assert_eq!(t.chat["messages"][1]["content"], "next");
+    }
+}
