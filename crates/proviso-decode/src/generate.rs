@@ -113,7 +113,7 @@ impl Default for RepetitionLimit {
         Self {
             max_period: 48,
             min_tokens: 48,
-            min_repeats: 3,
+            min_repeats: 4,
             min_tokens_digits: 96,
             min_repeats_digits: 12,
         }
@@ -744,9 +744,9 @@ mod tests {
         let looped: Vec<u32> = (0..48).map(|i| 100 + i % 3).collect();
         assert!(limit.is_degenerate(&looped, digit));
         assert!(!limit.is_degenerate(&looped[..40], digit));
-        // A clause of 18 tokens written three times over is a loop (a 200-token answer
-        // has no room for a fourth copy); written twice it may be a deliberate echo.
-        let clause: Vec<u32> = (0..54).map(|i| 300 + i % 18).collect();
+        // A clause of 18 tokens written four times over is a loop; written twice it may be
+        // a deliberate echo.
+        let clause: Vec<u32> = (0..72).map(|i| 300 + i % 18).collect();
         assert!(limit.is_degenerate(&clause, digit));
         assert!(!limit.is_degenerate(&clause[..36], digit));
         // A count `1 1 6 , 1 1 7 , …`: only the digits change.

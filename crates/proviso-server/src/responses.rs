@@ -260,13 +260,15 @@ fn message_text(content: Option<&Value>, param: &str) -> Result<String> {
                     Some("input_text" | "output_text" | "text") => {
                         text.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
                     }
-                    other => return Err(InvalidRequest::unsupported(
-                        format!("{param}[{i}].type"),
-                        format!(
+                    other => {
+                        return Err(InvalidRequest::unsupported(
+                            format!("{param}[{i}].type"),
+                            format!(
                             "content parts of type `{}` are not supported; the model reads text",
                             other.unwrap_or("?")
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             Ok(text)

@@ -479,8 +479,14 @@ fn the_responses_api_runs_over_the_same_pipeline() {
         ]
     );
     for (body, param) in [
-        (json!({"input": "x", "tools": [{"type": "web_search"}]}), "tools[0].type"),
-        (json!({"input": "x", "previous_response_id": "resp_none"}), "previous_response_id"),
+        (
+            json!({"input": "x", "tools": [{"type": "web_search"}]}),
+            "tools[0].type",
+        ),
+        (
+            json!({"input": "x", "previous_response_id": "resp_none"}),
+            "previous_response_id",
+        ),
         (json!({"input": "x", "model": "gpt-4o"}), "model"),
     ] {
         let (status, error) = server.post("/v1/responses", &body);
