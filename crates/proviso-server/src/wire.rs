@@ -219,56 +219,16 @@ fn stops(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<String
     Ok(stop)
 }
 
-/// proviso's constraint extensions, under vLLM's names so vLLM clients work unchanged.
+/// proviso's constraint extensions, under vLLM's names so vLLM clients work unchanged: the
+/// legacy `guided_regex`, `guided_choice`, `guided_grammar`, `guided_json`, and the current
+/// `structured_outputs` (0.12 on) with the same four constraints.
 fn guided(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Option<OutputConstraint>> {
     let mut found = Vec::new();
-    if let Some(v) = take(body, "guided_regex", seen) {
-        let regex = v.as_str().ok_or_else(|| {
-            InvalidRequest::new("guided_regex", "`guided_regex` must be a string")
-        })?;
-        found.push(("guided_regex", OutputConstraint::Regex(regex.to_owned())));
-    }
-    if let Some(v) = take(body, "guided_choice", seen) {
-        let choices = v
-            .as_array()
-            .and_then(|a| {
-                a.iter()
-                    .map(|c| c.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()
-            })
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| {
-                InvalidRequest::new(
-                    "guided_choice",
-                    "`guided_choice` must be a non-empty array of strings",
-                )
-            })?;
-        found.push(("guided_choice", OutputConstraint::Choice(choices)));
-    }
-    if let Some(v) = take(body, "guided_grammar", seen) {
-        let grammar = v.as_str().ok_or_else(|| {
-            InvalidRequest::new(
-                "guided_grammar",
-                "`guided_grammar` must be a Lark grammar string",
-            )
-        })?;
-        found.push(("guided_grammar", OutputConstraint::Lark(grammar.to_owned())));
-    }
-    if let Some(v) = take(body, "guided_json", seen) {
-        let schema = match v {
-            Value::String(s) => serde_json::from_str(s).map_err(|e| {
-                InvalidRequest::new("guided_json", format!("`guided_json` is not JSON: {e}"))
-            })?,
-            other => other.clone(),
-        };
-        found.push((
-            "guided_json",
-            OutputConstraint::JsonSchema {
-                name: "guided_json".into(),
-                schema,
-                strict: true,
-            },
-        ));
+    for kind in ["regex", "choice", "grammar", "json"] {
+        let param = format!("guided_{kind}");
+        if let Some(v) = take(body, &param, seen) {
+            found.push((param.clone(), constraint(kind, v, &param)?));
+        }
     }
     if let Some(v) = take(body, "structured_outputs", seen) {
         found.extend(structured_outputs(v)?);
@@ -277,16 +237,58 @@ fn guided(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Option<Ou
         0 => Ok(None),
         1 => Ok(found.pop().map(|(_, c)| c)),
         _ => Err(InvalidRequest::new(
-            found[1].0,
+            found[1].0.clone(),
             "give one constraint: one of guided_regex, guided_choice, guided_grammar, guided_json, or one field of structured_outputs",
         )),
     }
 }
 
-/// vLLM's current form of the same constraints (0.12 on): `structured_outputs` with one of
-/// `json`, `regex`, `choice`, `grammar` (Lark here). Fields that only tune vLLM's backend are
-/// accepted and have no effect; `structural_tag` and unknown fields are refused by name.
-fn structured_outputs(value: &Value) -> Result<Vec<(&'static str, OutputConstraint)>> {
+/// One constraint of `kind` (`regex`, `choice`, `grammar` in Lark, `json`), given as
+/// `param`.
+fn constraint(kind: &str, value: &Value, param: &str) -> Result<OutputConstraint> {
+    let text = |what: &str| {
+        value
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| InvalidRequest::new(param, format!("`{param}` must be {what}")))
+    };
+    Ok(match kind {
+        "regex" => OutputConstraint::Regex(text("a string")?),
+        "grammar" => OutputConstraint::Lark(text("a Lark grammar string")?),
+        "choice" => OutputConstraint::Choice(
+            value
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|c| c.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        param,
+                        format!("`{param}` must be a non-empty array of strings"),
+                    )
+                })?,
+        ),
+        _ => OutputConstraint::JsonSchema {
+            // The field's own name: `guided_json`, or `structured_outputs`.
+            name: param.split('.').next().unwrap_or(param).to_owned(),
+            schema: match value {
+                Value::String(s) => serde_json::from_str(s).map_err(|e| {
+                    InvalidRequest::new(param, format!("`{param}` is not JSON: {e}"))
+                })?,
+                other => other.clone(),
+            },
+            strict: true,
+        },
+    })
+}
+
+/// vLLM's `structured_outputs`: one of `json`, `regex`, `choice`, `grammar` (Lark here).
+/// Fields that only tune vLLM's backend are accepted and have no effect; `structural_tag`
+/// and unknown fields are refused by name.
+fn structured_outputs(value: &Value) -> Result<Vec<(String, OutputConstraint)>> {
     let Some(fields) = value.as_object() else {
         return Err(InvalidRequest::new(
             "structured_outputs",
@@ -295,69 +297,22 @@ fn structured_outputs(value: &Value) -> Result<Vec<(&'static str, OutputConstrai
     };
     let mut found = Vec::new();
     for (key, v) in fields {
-        if v.is_null() {
-            continue;
-        }
-        let constraint = match key.as_str() {
-            "json" => OutputConstraint::JsonSchema {
-                name: "structured_outputs".into(),
-                schema: match v {
-                    Value::String(s) => serde_json::from_str(s).map_err(|e| {
-                        InvalidRequest::new(
-                            "structured_outputs.json",
-                            format!("`structured_outputs.json` is not JSON: {e}"),
-                        )
-                    })?,
-                    other => other.clone(),
-                },
-                strict: true,
-            },
-            "regex" => OutputConstraint::Regex(
-                v.as_str()
-                    .ok_or_else(|| {
-                        InvalidRequest::new(
-                            "structured_outputs.regex",
-                            "`structured_outputs.regex` must be a string",
-                        )
-                    })?
-                    .to_owned(),
-            ),
-            "choice" => OutputConstraint::Choice(
-                v.as_array()
-                    .and_then(|a| {
-                        a.iter()
-                            .map(|c| c.as_str().map(str::to_owned))
-                            .collect::<Option<Vec<_>>>()
-                    })
-                    .filter(|c| !c.is_empty())
-                    .ok_or_else(|| {
-                        InvalidRequest::new(
-                            "structured_outputs.choice",
-                            "`structured_outputs.choice` must be a non-empty array of strings",
-                        )
-                    })?,
-            ),
-            "grammar" => OutputConstraint::Lark(
-                v.as_str()
-                    .ok_or_else(|| {
-                        InvalidRequest::new(
-                            "structured_outputs.grammar",
-                            "`structured_outputs.grammar` must be a Lark grammar string",
-                        )
-                    })?
-                    .to_owned(),
-            ),
+        match key.as_str() {
+            _ if v.is_null() => {}
+            "json" | "regex" | "choice" | "grammar" => found.push((
+                "structured_outputs".to_owned(),
+                constraint(key, v, &format!("structured_outputs.{key}"))?,
+            )),
             // Tuning of vLLM's own decoding backends: nothing to enforce.
             "disable_fallback" | "disable_any_whitespace" | "disable_additional_properties"
-            | "whitespace_pattern" => continue,
+            | "whitespace_pattern" => {}
             other => {
                 return Err(InvalidRequest::unsupported(
                     format!("structured_outputs.{other}"),
                     format!("`structured_outputs.{other}` is not supported; give one of json, regex, choice, grammar"),
                 ))
             }
-        };
-        found.push(("structured_outputs", constraint));
+        }
     }
     Ok(found)
 }

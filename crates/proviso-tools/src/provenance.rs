@@ -73,7 +73,7 @@ pub fn choose(registry: &Registry, calls: &[(String, Value)], conversation: &str
         let Some(tool) = registry.get(name) else {
             continue;
         };
-        if !text.is_about(tool.spec(), arguments, conversation) {
+        if !text.is_about(tool.spec(), arguments) {
             return AutoChoice::Answer;
         }
         missing.extend(
@@ -308,7 +308,11 @@ fn collect_used(value: &Value, numbers: &mut Vec<f64>, used: &mut BTreeSet<Strin
 /// (or one is a five-letter prefix of the other): `discovered` meets `discoverer`.
 #[must_use]
 pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
-    let said: BTreeSet<String> = content_words(conversation).collect();
+    shared(spec, &content_words(conversation).collect())
+}
+
+/// The content words of a tool's name and description among `said`.
+fn shared(spec: &ToolSpec, said: &BTreeSet<String>) -> Vec<String> {
     let declared: BTreeSet<String> = content_words(&format!(
         "{} {}",
         spec.name().replace(['_', '.', '-'], " "),
@@ -558,6 +562,8 @@ const MONTHS: [&str; 12] = [
 /// run together (so `NewYork` is found in `New York`).
 struct Conversation {
     words: BTreeSet<String>,
+    /// Its content words, as [`shared_words`] compares them.
+    said: BTreeSet<String>,
     joined: String,
     numbers: Vec<f64>,
 }
@@ -572,6 +578,7 @@ impl Conversation {
             }
         }
         Self {
+            said: content_words(text).collect(),
             joined: all.concat(),
             words: all.into_iter().collect(),
             numbers,
@@ -579,16 +586,12 @@ impl Conversation {
     }
 
     /// Whether a call is about the conversation (see the module's documentation).
-    fn is_about(&self, spec: &ToolSpec, arguments: &Value, conversation: &str) -> bool {
-        let shared = shared_words(spec, conversation).len();
-        if shared >= 2 {
-            return true;
+    fn is_about(&self, spec: &ToolSpec, arguments: &Value) -> bool {
+        match shared(spec, &self.said).len() {
+            0 => name_shared(spec, &self.said),
+            1 => name_shared(spec, &self.said) || self.carries_words(spec, arguments),
+            _ => true,
         }
-        let said: BTreeSet<String> = content_words(conversation).collect();
-        if name_shared(spec, &said) {
-            return true;
-        }
-        shared == 1 && self.carries_words(spec, arguments)
     }
 
     /// Whether a required string argument, not supplied by the declaration, is made of the
