@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use proviso::llama::RunOptions;
+use proviso::llama::{BatchOptions, RunOptions};
 use proviso::server::{serve_with_metrics, ServerConfig};
 use proviso::tools::{CallFormat, Policy};
 use proviso::{LocalBackend, LocalBackendConfig, LocalModel};
@@ -36,9 +36,16 @@ pub(crate) struct ServeArgs {
     /// Port (0 picks a free one; the address is printed on stderr).
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Worker threads, each with its own model context, generating one request at a time.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
+    /// Requests generated at once (default: two per core, at most 8). With more than one,
+    /// they are the slots of one batched context: their tokens share each forward pass,
+    /// and requests join and leave between passes.
+    #[arg(long, visible_alias = "workers", value_name = "N")]
+    parallel: Option<usize>,
+    /// KV cache cells shared by all slots (default: every slot's full `--ctx`). A request
+    /// that finds no room even after idle slots' caches are evicted gets 503 with
+    /// Retry-After.
+    #[arg(long, value_name = "TOKENS")]
+    kv_budget: Option<u32>,
     /// Requests that may wait for a worker; beyond that the server answers 503 with
     /// Retry-After.
     #[arg(long, default_value_t = 16)]
@@ -49,7 +56,7 @@ pub(crate) struct ServeArgs {
     /// Per-request timeout in seconds, queueing included.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
-    /// Context size of each worker, in tokens.
+    /// Context size of each request slot, in tokens.
     #[arg(long, default_value_t = 4096)]
     ctx: u32,
     /// The format the model writes tool calls in.
@@ -112,9 +119,18 @@ pub(crate) struct ServeArgs {
     upstream_model: Option<String>,
 }
 
+/// Two requests per core decode together well: a forward pass of a small model on a CPU
+/// costs little more for eight sequences than for one. Beyond eight, latency grows faster
+/// than throughput.
+fn default_parallel() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    (2 * cores).clamp(1, 8)
+}
+
 pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
+    let parallel = args.parallel.unwrap_or_else(default_parallel).max(1);
     let server = ServerConfig {
-        workers: args.workers.max(1),
+        workers: parallel,
         queue: args.queue,
         body_limit: args.body_limit,
         request_timeout: Duration::from_secs(args.timeout.max(1)),
@@ -164,20 +180,33 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     if id != stem && !server.model_aliases.contains(&stem) {
         server.model_aliases.push(stem);
     }
-    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let threads = RunOptions::default().n_threads;
-    let workers = args.workers.max(1);
-    // Workers share the cores: each gets its share of llama.cpp threads.
-    let per_worker = i32::try_from((cores / workers).max(1))
-        .unwrap_or(1)
-        .min(threads);
+    // One request has a context of its own; several are the slots of one batched context,
+    // whose forward passes use every thread.
+    let batch = if parallel > 1 {
+        let options = BatchOptions::new(parallel)
+            .with_slot_ctx(args.ctx)
+            .with_threads(threads);
+        let options = match args.kv_budget {
+            Some(cells) if cells < args.ctx => anyhow::bail!(
+                "--kv-budget {cells} cannot hold one request's context (--ctx {})",
+                args.ctx
+            ),
+            Some(cells) => options.with_kv_budget(cells),
+            None => options,
+        };
+        Some(options)
+    } else {
+        None
+    };
     let config = LocalBackendConfig {
         call_format: args.call_format,
         run: RunOptions {
             n_ctx: args.ctx,
-            n_threads: per_worker,
+            n_threads: threads,
             ..RunOptions::default()
         },
+        batch,
         ..LocalBackendConfig::default()
     };
     let config = LocalBackendConfig {
@@ -238,7 +267,7 @@ fn listen<B: proviso::server::Backend>(
             let mut stderr = std::io::stderr().lock();
             writeln!(
                 stderr,
-                "proviso: serving {id} on http://{bound} ({workers} worker(s), queue {})",
+                "proviso: serving {id} on http://{bound} ({workers} in parallel, queue {})",
                 server.queue
             )?;
         }

@@ -7,10 +7,18 @@
 /// A token id, as llguidance and llama.cpp number them.
 pub type TokenId = u32;
 
-/// A runtime failure of the engine.
+/// A failure of the engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("engine error: {0}")]
-pub struct EngineError(pub String);
+#[non_exhaustive]
+pub enum EngineError {
+    /// The runtime failed, or the sequence's context is full.
+    #[error("engine error: {0}")]
+    Runtime(String),
+    /// Memory shared between sequences (a batching runtime's KV cache) has no room for this
+    /// sequence now; it may have room later, so a server answers 503 rather than 500.
+    #[error("the engine's memory is exhausted: {0}")]
+    Exhausted(String),
+}
 
 /// One vocabulary entry, as the constraint needs to see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +44,20 @@ pub trait Tokenizer: Send + Sync + std::fmt::Debug {
 
 /// A language-model runtime with one sequence of context.
 pub trait Engine: Send {
+    /// Called before a generation uses the context. A batching runtime may evict the cache
+    /// of a sequence that is not generating to make room for others; this is where the
+    /// sequence learns of it (its history is then empty). The default does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] if the runtime has stopped.
+    fn acquire(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
+    /// Called when a generation ends: no decode follows soon, so a batching runtime neither
+    /// waits for this sequence before its next forward pass nor keeps its cache from being
+    /// evicted. The default does nothing.
+    fn release(&mut self) {}
     /// Forgets every token fed so far.
     ///
     /// # Errors
@@ -75,4 +97,36 @@ pub trait Engine: Send {
     }
     /// The most tokens the context can hold.
     fn capacity(&self) -> usize;
+}
+
+/// A boxed engine is an engine, so one worker type can hold either a context of its own or
+/// a slot of a batched one.
+impl<E: Engine + ?Sized> Engine for Box<E> {
+    fn acquire(&mut self) -> Result<(), EngineError> {
+        (**self).acquire()
+    }
+    fn release(&mut self) {
+        (**self).release();
+    }
+    fn reset(&mut self) -> Result<(), EngineError> {
+        (**self).reset()
+    }
+    fn truncate(&mut self, len: usize) -> Result<(), EngineError> {
+        (**self).truncate(len)
+    }
+    fn history(&self) -> &[TokenId] {
+        (**self).history()
+    }
+    fn decode(&mut self, tokens: &[TokenId]) -> Result<(), EngineError> {
+        (**self).decode(tokens)
+    }
+    fn logits(&self) -> &[f32] {
+        (**self).logits()
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn capacity(&self) -> usize {
+        (**self).capacity()
+    }
 }

@@ -511,6 +511,21 @@ impl<E: Engine> Generator<E> {
         options: &GenerateOptions,
         on_text: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<Generation, GenerateError> {
+        // A batching engine waits for this sequence between acquire and release; every path
+        // out of the generation releases it.
+        self.engine.acquire()?;
+        let generation = self.generate_acquired(prompt, constraint, options, on_text);
+        self.engine.release();
+        generation
+    }
+
+    fn generate_acquired(
+        &mut self,
+        prompt: &[TokenId],
+        constraint: Option<&Compiled>,
+        options: &GenerateOptions,
+        on_text: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Generation, GenerateError> {
         let hold_back = options
             .stop
             .iter()

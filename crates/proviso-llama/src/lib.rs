@@ -7,6 +7,10 @@
 //! A loaded model lives for the rest of the process (it is leaked on purpose): contexts
 //! borrow it, and a process loads its model once.
 
+mod batch;
+
+pub use batch::{BatchOptions, BatchStats, Batcher, SlotEngine};
+
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -290,10 +294,10 @@ impl GbnfSampler {
         candidates.apply_sampler(&mut self.sampler);
         let token = candidates
             .selected_token()
-            .ok_or_else(|| EngineError("the grammar allows no token".into()))?;
+            .ok_or_else(|| EngineError::Runtime("the grammar allows no token".into()))?;
         self.sampler
             .try_accept(token)
-            .map_err(|e| EngineError(e.to_string()))?;
+            .map_err(|e| EngineError::Runtime(e.to_string()))?;
         Ok(token_id(token))
     }
 }
@@ -387,11 +391,12 @@ impl Engine for LlamaEngine {
         if len == 0 {
             return self.reset();
         }
-        let from = u32::try_from(len).map_err(|_| EngineError("position overflow".into()))?;
+        let from =
+            u32::try_from(len).map_err(|_| EngineError::Runtime("position overflow".into()))?;
         let removed = self
             .context
             .clear_kv_cache_seq(Some(0), Some(from), None)
-            .map_err(|e| EngineError(e.to_string()))?;
+            .map_err(|e| EngineError::Runtime(e.to_string()))?;
         if !removed {
             // Some memory types cannot drop a suffix; starting over is always correct.
             return self.reset();
@@ -410,7 +415,7 @@ impl Engine for LlamaEngine {
             return Ok(());
         }
         if self.n_past + tokens.len() > self.n_ctx {
-            return Err(EngineError(format!(
+            return Err(EngineError::Runtime(format!(
                 "the context is full ({} of {} tokens)",
                 self.n_past, self.n_ctx
             )));
@@ -419,15 +424,15 @@ impl Engine for LlamaEngine {
             self.batch.clear();
             for (j, &token) in chunk.iter().enumerate() {
                 let position = i32::try_from(self.n_past + j)
-                    .map_err(|_| EngineError("position overflow".into()))?;
+                    .map_err(|_| EngineError::Runtime("position overflow".into()))?;
                 self.batch
                     .add(llama_token(token), position, &[0], j + 1 == chunk.len())
-                    .map_err(|e| EngineError(e.to_string()))?;
+                    .map_err(|e| EngineError::Runtime(e.to_string()))?;
             }
             let lease = Cores::get().lease(self.threads);
             self.context
                 .decode(&mut self.batch)
-                .map_err(|e| EngineError(e.to_string()))?;
+                .map_err(|e| EngineError::Runtime(e.to_string()))?;
             drop(lease);
             self.n_past += chunk.len();
             self.history.extend_from_slice(chunk);

@@ -1183,7 +1183,13 @@ fn overloaded(message: &str) -> Response {
 
 fn run_error(e: &RunError, timed_out: bool, metrics: &Metrics, id: &RequestId) -> Response {
     let (status, code, message) = describe_run_error(e, timed_out, metrics, id);
-    error(status, "server_error", Some(code), message, None)
+    let mut response = error(status, "server_error", Some(code), message, None);
+    if matches!(e, RunError::Overloaded(_)) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 /// The status, code and client-facing message of a failed run (internal details are logged
@@ -1212,6 +1218,14 @@ fn describe_run_error(
             "cancelled",
             "the request was cancelled".into(),
         ),
+        RunError::Overloaded(message) => {
+            tracing::warn!(request_id = %id.0, cause = %message, "no memory for the request");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "the model's memory is in use by other requests; retry later".into(),
+            )
+        }
         RunError::Internal(message) => {
             tracing::error!(request_id = %id.0, cause = %message, "generation failed");
             (

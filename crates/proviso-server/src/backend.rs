@@ -290,6 +290,10 @@ pub enum RunError {
     /// The client went away or the deadline passed.
     #[error("cancelled")]
     Cancelled,
+    /// The model's shared memory (a batched context's KV cache) has no room for this
+    /// request now: 503 with Retry-After. The message is logged, not sent.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// Something failed inside; the message is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use proviso_contract::Contract;
 use proviso_decode::{
-    CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, GenerateOptions, Generator,
-    Message, Sampling, StopReason, TokenId,
+    CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, Engine, EngineError,
+    GenerateError, GenerateOptions, Generator, Message, Sampling, StopReason, TokenId,
 };
-use proviso_llama::{LlamaEngine, RunOptions};
+use proviso_llama::{BatchOptions, Batcher, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, RunError, Sink, Timings, ToolCallOut, Worker,
@@ -44,6 +44,10 @@ pub struct LocalBackendConfig {
     /// then a text answer when the call is not supported by it. When false, the model
     /// chooses freely under one grammar, which a small model answers in text almost always.
     pub two_phase_auto: bool,
+    /// When set, the workers are the slots of one batched context
+    /// ([`proviso_llama::Batcher`]) and decode together, instead of each owning a context
+    /// of `run.n_ctx` tokens. There should be as many slots as workers.
+    pub batch: Option<BatchOptions>,
 }
 
 impl Default for LocalBackendConfig {
@@ -71,6 +75,7 @@ impl Default for LocalBackendConfig {
             attempts: 2,
             max_parallel_calls: 4,
             two_phase_auto: true,
+            batch: None,
         }
     }
 }
@@ -81,6 +86,8 @@ pub struct LocalBackend {
     model: Arc<LocalModel>,
     id: String,
     config: LocalBackendConfig,
+    /// The batched context, created with the first worker when `config.batch` is set.
+    batcher: std::sync::OnceLock<Result<Batcher, String>>,
 }
 
 impl LocalBackend {
@@ -91,6 +98,7 @@ impl LocalBackend {
             model,
             id: id.into(),
             config,
+            batcher: std::sync::OnceLock::new(),
         }
     }
 }
@@ -478,10 +486,31 @@ impl Backend for LocalBackend {
     }
 
     fn worker(&self) -> Result<LocalWorker, String> {
-        let engine = self
-            .model
-            .engine(self.config.run)
-            .map_err(|e| e.to_string())?;
+        let engine: Box<dyn Engine> = match self.config.batch {
+            Some(options) => {
+                let batcher = self
+                    .batcher
+                    .get_or_init(|| {
+                        self.model
+                            .model()
+                            .batcher(options)
+                            .map_err(|e| e.to_string())
+                    })
+                    .as_ref()
+                    .map_err(Clone::clone)?;
+                Box::new(batcher.slot().ok_or_else(|| {
+                    format!(
+                        "every one of the {} batch slots already has a worker",
+                        options.slots
+                    )
+                })?)
+            }
+            None => Box::new(
+                self.model
+                    .engine(self.config.run)
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
         Ok(LocalWorker {
             generator: Generator::new(engine, self.model.tokenizer()),
             attempts: self.config.attempts.max(1),
@@ -492,7 +521,7 @@ impl Backend for LocalBackend {
 /// One worker: its own llama.cpp context.
 #[derive(Debug)]
 pub struct LocalWorker {
-    generator: Generator<LlamaEngine>,
+    generator: Generator<Box<dyn Engine>>,
     attempts: usize,
 }
 
@@ -655,7 +684,7 @@ impl Worker for LocalWorker {
                 let generation = self
                     .generator
                     .generate_streaming(&job.prompt, compiled, &options, &mut |b| streamer.push(b))
-                    .map_err(|e| RunError::Internal(e.to_string()))?;
+                    .map_err(|e| run_error(&e))?;
                 let sent_any = streamer.sent_any;
                 completion_tokens += generation.tokens.len() as u64;
                 sink.generated(generation.tokens.len() as u64);
@@ -773,5 +802,16 @@ impl Worker for LocalWorker {
             }
         }
         Ok(choices)
+    }
+}
+
+/// A generation failure as the server reports it: a batched context out of memory is
+/// `Overloaded` (503, try again), anything else internal.
+fn run_error(e: &GenerateError) -> RunError {
+    match e {
+        GenerateError::Engine(EngineError::Exhausted(message)) => {
+            RunError::Overloaded(message.clone())
+        }
+        other => RunError::Internal(other.to_string()),
     }
 }
