@@ -6,8 +6,10 @@
 
 For each concurrency level it sends at most --requests tool-call requests (tool_choice
 required, greedy) from that many client threads, stopping early after --max-seconds. It
-reports requests per second and latency percentiles of successful requests, counts responses
-by status, and checks every returned tool call against the declared schema: a call that does
+reports requests per second, aggregate generated tokens per second, latency percentiles of
+successful requests and the grammar masks' share of the token latency (from the server's
+/metrics, when it serves them), counts responses by status, and checks every returned tool
+call against the declared schema: a call that does
 not validate, or a 5xx other than a deliberate 503 (queue full), is a failure and makes the
 script exit 1.
 """
@@ -101,9 +103,30 @@ def served_model(url):
     return json.loads(connection.getresponse().read())["data"][0]["id"]
 
 
+def metric_sums(url):
+    """Sums of the mask and token-latency histograms on /metrics, or None without them."""
+    try:
+        connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+        if response.status != 200:
+            return None
+    except (OSError, http.client.HTTPException):
+        return None
+    sums = {}
+    for line in text.splitlines():
+        for name in ("mask_seconds_sum", "token_latency_seconds_sum"):
+            if line.split(" ")[0].endswith(name):
+                sums[name] = float(line.split(" ")[-1])
+    return sums if len(sums) == 2 else None
+
+
 def level(url, concurrency, requests, max_seconds, max_tokens):
     host, port = url.hostname, url.port or 80
     model = served_model(url)
+    before = metric_sums(url)
+    generated = 0
     lock = threading.Lock()
     counter = iter(range(requests))
     deadline = time.monotonic() + max_seconds
@@ -111,7 +134,7 @@ def level(url, concurrency, requests, max_seconds, max_tokens):
     calls = 0
 
     def client():
-        nonlocal calls
+        nonlocal calls, generated
         connection = http.client.HTTPConnection(host, port, timeout=max_seconds + 60)
         while time.monotonic() < deadline:
             with lock:
@@ -140,7 +163,9 @@ def level(url, concurrency, requests, max_seconds, max_tokens):
                 statuses[status] = statuses.get(status, 0) + 1
                 if status == 200:
                     latencies.append(elapsed)
-                    choice = json.loads(payload)["choices"][0]
+                    answer = json.loads(payload)
+                    generated += answer.get("usage", {}).get("completion_tokens", 0)
+                    choice = answer["choices"][0]
                     if choice["finish_reason"] == "tool_calls":
                         for call in choice["message"]["tool_calls"]:
                             calls += 1
@@ -161,7 +186,16 @@ def level(url, concurrency, requests, max_seconds, max_tokens):
         t.join()
     wall = time.monotonic() - started
     ok = statuses.get(200, 0)
+    after = metric_sums(url)
+    mask_share = None
+    if before and after:
+        token_time = after["token_latency_seconds_sum"] - before["token_latency_seconds_sum"]
+        if token_time > 0:
+            mask_share = round(100 * (after["mask_seconds_sum"] - before["mask_seconds_sum"]) / token_time, 2)
     return {
+        "generated_tokens": generated,
+        "tokens_per_s": round(generated / wall, 1) if wall else 0.0,
+        "mask_share_pct": mask_share,
         "concurrency": concurrency,
         "requests": sum(statuses.values()),
         "ok": ok,
@@ -191,12 +225,15 @@ def main():
     if not 1 <= args.requests <= 1000:
         sys.exit("loadtest: --requests must be from 1 to 1000")
     results = [level(url, int(c), args.requests, args.max_seconds, args.max_tokens) for c in args.concurrency.split(",")]
-    print("| clients | requests | 200 | 503 | other | req/s | p50 | p90 | p99 | tool calls checked | failures |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    base = results[0]["tokens_per_s"] or float("nan")
+    print("| clients | requests | 200 | 503 | other | req/s | tokens/s | × first level | p50 | p90 | p99 | mask share | tool calls checked | failures |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         other = r["requests"] - r["ok"] - r["status_counts"].get(503, 0)
+        share = "n/a" if r["mask_share_pct"] is None else f"{r['mask_share_pct']}%"
         print(f"| {r['concurrency']} | {r['requests']} | {r['ok']} | {r['status_counts'].get(503, 0)} | {other} | {r['rps']} | "
-              f"{r['p50_ms']} ms | {r['p90_ms']} ms | {r['p99_ms']} ms | {r['tool_calls_checked']} | {len(r['failures'])} |")
+              f"{r['tokens_per_s']} | {r['tokens_per_s'] / base:.2f}× | "
+              f"{r['p50_ms']} ms | {r['p90_ms']} ms | {r['p99_ms']} ms | {share} | {r['tool_calls_checked']} | {len(r['failures'])} |")
     for r in results:
         for f in r["failures"][:5]:
             print(f"failure at {r['concurrency']} clients: {f}", file=sys.stderr)

@@ -55,6 +55,19 @@ pub(crate) enum BenchCommand {
         #[arg(long)]
         model: Option<PathBuf>,
     },
+    /// Aggregate decode throughput of N sequences batched in one context, as a ratio to one
+    /// sequence in the same run.
+    Batch {
+        /// Sequences per level, comma-separated; the first level is the baseline.
+        #[arg(long, default_value = "1,2,4,8,16", value_delimiter = ',')]
+        sequences: Vec<usize>,
+        /// Tokens each sequence generates.
+        #[arg(long, default_value_t = 128)]
+        max_tokens: usize,
+        /// A GGUF; the default model otherwise.
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
 }
 
 /// The tool-call schema of the decoding benchmark.
@@ -137,6 +150,24 @@ pub(crate) fn run(command: &BenchCommand) -> Result<ExitCode> {
             let local = LocalModel::open(model.as_deref(), &mut crate::model::report_progress)?;
             let report =
                 proviso_eval::decode_bench::run(&local, &schema, prompt, *max_tokens, *repeats)?;
+            write!(stdout, "{}", report.markdown())?;
+            writeln!(
+                stdout,
+                "\n```json\n{}\n```",
+                serde_json::to_string_pretty(&report)?
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Batch {
+            sequences,
+            max_tokens,
+            model,
+        } => {
+            if sequences.is_empty() || sequences.contains(&0) {
+                anyhow::bail!("--sequences needs one or more counts of at least 1");
+            }
+            let local = LocalModel::open(model.as_deref(), &mut crate::model::report_progress)?;
+            let report = proviso_eval::batch_bench::run(&local, sequences, (*max_tokens).max(1))?;
             write!(stdout, "{}", report.markdown())?;
             writeln!(
                 stdout,

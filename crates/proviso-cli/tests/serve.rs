@@ -164,6 +164,29 @@ fn raw_http_against_the_real_model() {
         body["choices"][0]["message"].get("tool_calls").is_none(),
         "{body}"
     );
+    // A complete call is never lost because the model went on to a second one and was cut:
+    // a `length` answer holds no complete call, and a cut step keeps the calls before it.
+    let mut kept = 0;
+    for max_tokens in [48, 64, 96] {
+        let (status, body) = server.post(&json!({"messages": question, "tools": tools(), "tool_choice": "required", "temperature": 0, "max_tokens": max_tokens}).to_string(), "application/json");
+        assert_eq!(status, 200, "{body}");
+        let choice = &body["choices"][0];
+        match choice["finish_reason"].as_str() {
+            Some("tool_calls") => {
+                assert!(!choice["message"]["tool_calls"].as_array().unwrap().is_empty());
+                kept += usize::from(body["usage"]["completion_tokens"] == max_tokens);
+            }
+            Some("length") => assert!(
+                !choice["message"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("</tool_call>"),
+                "a complete call was lost to the limit: {body}"
+            ),
+            _ => panic!("{body}"),
+        }
+    }
+    println!("{kept} cut steps kept their complete calls");
     // Tool-call arguments sent back that are not a JSON object: 422, naming the message.
     for arguments in ["{trial_id: 1}", "[1]"] {
         let (status, body) = server.post(&json!({"messages": [

@@ -2,6 +2,7 @@
 //! report that can be printed as JSON or Markdown; the CLI only wires arguments to them.
 
 pub mod audit;
+pub mod batch_bench;
 pub mod bfcl;
 pub mod decode_bench;
 pub mod maskbench;

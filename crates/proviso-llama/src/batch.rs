@@ -158,6 +158,7 @@ struct State {
     clock: u64,
     passes: u64,
     batched_tokens: u64,
+    busy: Duration,
 }
 
 #[derive(Debug)]
@@ -184,6 +185,8 @@ pub struct BatchStats {
     pub passes: u64,
     /// Tokens decoded over all passes.
     pub tokens: u64,
+    /// Time spent in forward passes.
+    pub busy: Duration,
 }
 
 /// One llama.cpp context shared by up to [`BatchOptions::slots`] sequences, with the thread
@@ -310,6 +313,7 @@ impl Batcher {
         BatchStats {
             passes: state.passes,
             tokens: state.batched_tokens,
+            busy: state.busy,
         }
     }
 }
@@ -551,10 +555,13 @@ fn run(shared: &Shared, mut context: LlamaContext<'static>) {
         }
         drop(state);
         let lease = Cores::get().lease(threads);
+        let pass = Instant::now();
         let outcome = context.decode(&mut batch);
+        let pass = pass.elapsed();
         drop(lease);
         let mut state = shared.lock();
         state.passes += 1;
+        state.busy += pass;
         state.batched_tokens += shares.iter().map(|s| (s.to - s.from) as u64).sum::<u64>();
         for share in &shares {
             let slot = &mut state.slots[share.seq];
@@ -648,8 +655,8 @@ fn plan(
         if room == 0 {
             break;
         }
-        let (remaining, start, done) = match &state.slots[seq].pending {
-            Some(p) => (p.tokens.len() - p.done, p.start, p.done),
+        let (remaining, done) = match &state.slots[seq].pending {
+            Some(p) => (p.tokens.len() - p.done, p.done),
             None => continue,
         };
         let take = remaining.min(room);
@@ -664,14 +671,28 @@ fn plan(
             fail(&mut state.slots[seq], EngineError::Exhausted(message));
             continue;
         }
-        let Some(pending) = state.slots[seq].pending.as_ref() else {
+        shares.push(Share {
+            seq,
+            from: done,
+            to: done + take,
+            last: None,
+        });
+        used += take;
+        room -= take;
+    }
+    // llama.cpp decodes sequences with KV streams of their own together only when they
+    // appear in the batch in increasing, consecutive order; otherwise it splits the pass
+    // into one per sequence.
+    shares.sort_by_key(|share| share.seq);
+    for share in &mut shares {
+        let Some(pending) = state.slots[share.seq].pending.as_ref() else {
             continue;
         };
-        let seq_id = i32::try_from(seq).unwrap_or(i32::MAX);
-        let complete = done + take == pending.tokens.len();
+        let seq_id = i32::try_from(share.seq).unwrap_or(i32::MAX);
+        let complete = share.to == pending.tokens.len();
         let mut ok = true;
-        for j in done..done + take {
-            let Ok(position) = i32::try_from(start + j) else {
+        for j in share.from..share.to {
+            let Ok(position) = i32::try_from(pending.start + j) else {
                 ok = false;
                 break;
             };
@@ -685,23 +706,16 @@ fn plan(
             }
         }
         if !ok {
-            // Positions or batch space ran out: nothing of this slot is in a consistent
-            // state, so its decode fails and the pass is rebuilt without it next time.
+            // Positions or batch space ran out: this slot's decode fails, and the pass is
+            // rebuilt without it.
             fail(
-                &mut state.slots[seq],
+                &mut state.slots[share.seq],
                 EngineError::Runtime("the batch could not hold the tokens".into()),
             );
             batch.clear();
             return Vec::new();
         }
-        shares.push(Share {
-            seq,
-            from: done,
-            to: done + take,
-            last: complete.then(|| batch.n_tokens() - 1),
-        });
-        used += take;
-        room -= take;
+        share.last = complete.then(|| batch.n_tokens() - 1);
     }
     shares
 }

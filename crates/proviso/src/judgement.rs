@@ -145,6 +145,21 @@ impl Judge {
             .map_err(|e| refused_request(param, format!("not a regular expression: {e}"), false))
     }
 
+    /// The complete calls of a step that was cut or looped inside a later call, as a step of
+    /// its own (see [`proviso_tools::CallFormat::complete_calls`]); `None` for every other
+    /// judge and for native calls. The caller judges the result as a complete output: a
+    /// valid first call is not lost because the model went on writing.
+    pub(crate) fn complete_calls(&self, fragment: &str) -> Option<String> {
+        match self {
+            Self::Tools {
+                gate,
+                native: false,
+                ..
+            } => gate.format().complete_calls(fragment),
+            _ => None,
+        }
+    }
+
     /// Judges a complete output of the local model (its stop reason was a natural end).
     pub(crate) fn local(
         &self,
@@ -170,6 +185,12 @@ impl Judge {
             Ok(payload) => payload,
             Err(r) if matches!(r.code(), "incomplete_response" | "repetition") => {
                 let fragment = fragment(envelope);
+                // The complete calls written before the cut or loop are judged as a step.
+                if let Some(calls) = self.complete_calls(&fragment) {
+                    if let Ok(judged @ Judged::Calls(_)) = self.local(&calls, id) {
+                        return Ok(Ended::Complete(judged));
+                    }
+                }
                 return Ok(if r.code() == "repetition" {
                     Ended::Looped(fragment)
                 } else {

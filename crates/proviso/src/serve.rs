@@ -701,7 +701,17 @@ impl Worker for LocalWorker {
                     token_latencies: stats.forward_times.clone(),
                     mask_times: stats.mask_times.clone(),
                 };
-                let text = generation.text();
+                let mut text = generation.text();
+                let mut stop_reason = generation.stop_reason;
+                // A step cut or looping inside a later call keeps the complete calls written
+                // before it (when nothing was streamed yet); the gates judge them as a step.
+                if matches!(stop_reason, StopReason::Length | StopReason::Repetition) && !sent_any
+                {
+                    if let Some(calls) = job.check.complete_calls(&text) {
+                        text = calls;
+                        stop_reason = StopReason::GrammarComplete;
+                    }
+                }
                 let base = ChoiceResult {
                     index,
                     content: Some(text.clone()),
@@ -716,7 +726,7 @@ impl Worker for LocalWorker {
                 // anything: the model answers in text instead.
                 if probing
                     && matches!(
-                        generation.stop_reason,
+                        stop_reason,
                         StopReason::Length | StopReason::Repetition
                     )
                 {
@@ -726,7 +736,7 @@ impl Worker for LocalWorker {
                 }
                 // A fragment cut by the token limit is returned as text, never as a call or
                 // as a valid object.
-                if generation.stop_reason == StopReason::Length {
+                if stop_reason == StopReason::Length {
                     choices.push(ChoiceResult {
                         finish_reason: FinishReason::Length,
                         ..base
@@ -736,7 +746,7 @@ impl Worker for LocalWorker {
                 // A loop is retried with penalties against repetition while attempts remain
                 // and nothing was streamed; otherwise the fragment is returned as text with
                 // its own finish reason.
-                if generation.stop_reason == StopReason::Repetition {
+                if stop_reason == StopReason::Repetition {
                     if attempt < self.attempts && !sent_any {
                         rejections.push("transport".to_owned());
                         against_repetition = true;

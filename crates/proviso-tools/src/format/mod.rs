@@ -125,6 +125,40 @@ impl CallFormat {
         }
     }
 
+    /// A step cut (by the token limit or a loop) inside a later call, closed after its last
+    /// complete call: the Hermes blocks up to the last `</tool_call>`, or the pythonic list
+    /// up to the last call that parses, with its `]`. `None` when no call is complete, or
+    /// for formats whose step holds one call. The gates judge the result like any step; a
+    /// cut call is never completed, only dropped.
+    #[must_use]
+    pub fn complete_calls(self, text: &str) -> Option<String> {
+        const END: &str = "</tool_call>";
+        match self {
+            Self::Hermes => {
+                let end = text.rfind(END)? + END.len();
+                Some(text[..end].to_owned())
+            }
+            Self::Pythonic => {
+                let trimmed = text.trim_start();
+                if !trimmed.starts_with('[') {
+                    return None;
+                }
+                // Each ", " is a possible end of a call; the last one after which the list
+                // parses wins (a string argument may contain ", " too, which then fails to
+                // parse and is passed over).
+                let cuts: Vec<usize> = text.match_indices(", ").map(|(at, _)| at).collect();
+                cuts.into_iter().rev().take(64).find_map(|at| {
+                    let closed = format!("{}]", &text[..at]);
+                    pythonic::parse_calls(closed.trim())
+                        .ok()
+                        .filter(|calls| !calls.is_empty())
+                        .map(|_| closed)
+                })
+            }
+            Self::Envelope | Self::Llama3 => None,
+        }
+    }
+
     /// The text that identifies a call to `name` with `arguments` in this format, as its
     /// grammar makes the model write it (fixed separators; keys in the order given): the
     /// decoder can be told to avoid it, so a call that already ran is not written again.

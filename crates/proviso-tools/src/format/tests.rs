@@ -150,3 +150,44 @@ fn pythonic_refuses_what_it_cannot_write() {
         .unwrap_err();
     assert!(error.to_string().contains("`not`"), "{error}");
 }
+
+#[test]
+fn a_step_cut_inside_a_later_call_keeps_its_complete_calls() {
+    let hermes_call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+    let cases: [(CallFormat, String, Option<String>); 7] = [
+        (
+            CallFormat::Hermes,
+            format!("{hermes_call}\n<tool_call>\n{{\"name\": \"g\", \"argu"),
+            Some(hermes_call.to_owned()),
+        ),
+        (
+            CallFormat::Hermes,
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1".to_owned(),
+            None,
+        ),
+        (
+            CallFormat::Pythonic,
+            "[f(x=1), g(y=\"a, b\"), h(z=\"cut".to_owned(),
+            Some("[f(x=1), g(y=\"a, b\")]".to_owned()),
+        ),
+        (
+            CallFormat::Pythonic,
+            "[f(x=1), g(y=\"a, b".to_owned(),
+            Some("[f(x=1)]".to_owned()),
+        ),
+        (CallFormat::Pythonic, "[f(x=1".to_owned(), None),
+        (
+            CallFormat::Llama3,
+            "{\"name\": \"f\", \"parameters\": {\"x\": 1}} {\"na".to_owned(),
+            None,
+        ),
+        (
+            CallFormat::Envelope,
+            "{\"reasoning\": \"\", \"intent\": {\"type\": \"tool".to_owned(),
+            None,
+        ),
+    ];
+    for (format, text, want) in cases {
+        assert_eq!(format.complete_calls(&text), want, "{format:?}: {text}");
+    }
+}
