@@ -37,6 +37,10 @@ pub(crate) enum EvalCommand {
         /// Most tokens per answer.
         #[arg(long, default_value_t = 160)]
         max_tokens: usize,
+        /// Cases generated at once, as slots of one batched context (greedy outputs are
+        /// the same as one at a time).
+        #[arg(long, default_value_t = 1)]
+        parallel: usize,
         /// Where to write report.md, chart.svg and results.json.
         #[arg(long, default_value = "target/eval/bfcl")]
         out: PathBuf,
@@ -94,6 +98,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             choice,
             limit,
             max_tokens,
+            parallel,
             out,
             model,
         } => {
@@ -128,6 +133,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
                         *limit,
                         *max_tokens,
                         choice.clone(),
+                        (*parallel).max(1),
                         &mut progress(format!("bfcl {c} {}", m.as_str())),
                     )
                     .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -183,6 +183,12 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     let threads = RunOptions::default().n_threads;
     // One request has a context of its own; several are the slots of one batched context,
     // whose forward passes use every thread.
+    if args.kv_budget.is_some() && parallel == 1 {
+        anyhow::bail!(
+            "--kv-budget is shared by batched requests; it needs --parallel 2 or more (one \
+             request has a context of --ctx tokens of its own)"
+        );
+    }
     let batch = if parallel > 1 {
         let options = BatchOptions::new(parallel)
             .with_slot_ctx(args.ctx)

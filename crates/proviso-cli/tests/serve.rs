@@ -110,6 +110,61 @@ impl Drop for Server {
     }
 }
 
+#[test]
+fn a_full_kv_budget_is_answered_with_503_and_retry_after() {
+    let _serial = serial();
+    // Two slots share 500 KV cells: one prompt of about 300 tokens fits, two do not.
+    let server = Server::start(&["--parallel", "2", "--ctx", "400", "--kv-budget", "500"]);
+    let filler = "Lighthouses guided ships along dangerous coasts for centuries. ".repeat(30);
+    let body = json!({"messages": [{"role": "user", "content": format!("{filler}Summarise.")}],
+        "temperature": 0, "max_tokens": 40})
+    .to_string();
+    let send = || match ureq::post(&format!("{}/v1/chat/completions", server.base))
+        .set("Content-Type", "application/json")
+        .send_string(&body)
+    {
+        Ok(r) => (r.status(), None, r.into_json::<Value>().unwrap()),
+        Err(ureq::Error::Status(code, r)) => (
+            code,
+            r.header("Retry-After").map(str::to_owned),
+            r.into_json::<Value>().unwrap(),
+        ),
+        Err(e) => panic!("{e}"),
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(send);
+        let b = scope.spawn(send);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut statuses = [a.0, b.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 503], "{a:?}\n{b:?}");
+    let refused = if a.0 == 503 { &a } else { &b };
+    assert_eq!(refused.1.as_deref(), Some("1"), "{refused:?}");
+    assert_eq!(refused.2["error"]["code"], "overloaded", "{refused:?}");
+    // Nothing internal leaks, and the retry finds the idle sequence's cells evicted for it.
+    assert!(!refused.2.to_string().contains("KV cells"), "{refused:?}");
+    let (status, _, body) = send();
+    assert_eq!(status, 200, "{body}");
+    // A budget that cannot hold one request's context is refused at start.
+    let refused = Command::new(env!("CARGO_BIN_EXE_proviso"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--parallel",
+            "2",
+            "--ctx",
+            "400",
+            "--kv-budget",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--kv-budget"));
+}
+
 fn tools() -> Value {
     json!([{"type": "function", "function": {"name": "get_arm", "description": "Reads the arms of one trial.",
         "parameters": {"type": "object", "properties": {"trial_id": {"type": "string", "pattern": "^NCT[0-9]{8}$"}},
@@ -173,7 +228,10 @@ fn raw_http_against_the_real_model() {
         let choice = &body["choices"][0];
         match choice["finish_reason"].as_str() {
             Some("tool_calls") => {
-                assert!(!choice["message"]["tool_calls"].as_array().unwrap().is_empty());
+                assert!(!choice["message"]["tool_calls"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty());
                 kept += usize::from(body["usage"]["completion_tokens"] == max_tokens);
             }
             Some("length") => assert!(

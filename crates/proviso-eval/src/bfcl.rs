@@ -14,8 +14,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
-use proviso::llama::RunOptions;
+use proviso::decode::{
+    CompileOptions, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
+};
+use proviso::llama::{BatchOptions, RunOptions};
 use proviso::tools::{
     instructions, provenance, AutoChoice, CallFormat, Finish, Grammar, GrammarOptions, Registry,
     ToolChoice,
@@ -162,6 +164,7 @@ pub fn run(
     limit: Option<usize>,
     max_tokens: usize,
     choice: ToolChoice,
+    parallel: usize,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, EvalError> {
     let cases = read_jsonl(&data.join(format!("BFCL_v4_{category}.json")))?;
@@ -189,12 +192,6 @@ pub fn run(
         n_ctx: 4096,
         ..RunOptions::default()
     };
-    let mut generator = Generator::new(
-        local
-            .engine(run_options)
-            .map_err(|e| EvalError(e.to_string()))?,
-        local.tokenizer(),
-    );
     let mut report = Report {
         category: category.to_owned(),
         mode,
@@ -213,227 +210,83 @@ pub fn run(
         results: Vec::new(),
     };
     let total = cases.len();
-    for (done, case) in cases.iter().enumerate() {
-        progress(done, total);
-        let id = case
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let registry = match case.get("function").map(Registry::from_bfcl) {
-            Some(Ok(r)) => r,
-            Some(Err(e)) => {
-                report.skipped += 1;
-                report.skipped_ids.push((id, e.to_string()));
-                continue;
-            }
-            None => continue,
-        };
-        let question: Vec<Message> = case
-            .pointer("/question/0")
-            .and_then(Value::as_array)
-            .map(|turns| {
-                turns
-                    .iter()
-                    .map(|t| {
-                        Message::new(
-                            t.get("role").and_then(Value::as_str).unwrap_or("user"),
-                            t.get("content").and_then(Value::as_str).unwrap_or_default(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        // What the request says, for judging a call under `auto`: the user's turns.
-        let request: String = question
-            .iter()
-            .filter(|m| m.role != "system")
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let options = GrammarOptions {
-            choice: choice.clone(),
-            max_calls: 4,
-            ..GrammarOptions::default()
-        };
-        let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
-        system.push_str(&instructions(&registry, format, &options));
-        let mut messages = vec![Message::new("system", system)];
-        messages.extend(question);
-        let prompt = local
-            .prompt(&messages)
-            .map_err(|e| EvalError(e.to_string()))?;
-        // Under `auto` the constrained mode decides in two phases: the best call under the
-        // `required` grammar, then a judgement of that call against the request (see
-        // `proviso::tools::provenance`); a call the request does not support becomes a text
-        // answer, generated under the grammar without calls.
-        let two_phase = mode == Mode::Constrained && choice == ToolChoice::Auto;
-        let compile = |choice: ToolChoice| -> Result<_, String> {
-            let options = GrammarOptions {
-                choice,
-                max_calls: 4,
-                ..GrammarOptions::default()
-            };
-            let grammar = format
-                .grammar(&registry, &options)
-                .map_err(|e| e.to_string())?;
-            let spec = match &grammar.grammar {
-                Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),
-                Grammar::Lark(l) => ConstraintSpec::Lark(l.clone()),
-            };
+    let context = CaseContext {
+        local,
+        category,
+        mode,
+        format,
+        max_tokens,
+        choice: &choice,
+        answers: &answers,
+    };
+    let mut outcomes: Vec<Outcome> = Vec::with_capacity(total);
+    if parallel <= 1 {
+        let engine: Box<dyn Engine> = Box::new(
             local
-                .compile(&spec, &CompileOptions::default())
-                .map_err(|e| e.to_string())
-        };
-        let compiled = match mode {
-            Mode::Free => None,
-            Mode::Constrained => match compile(if two_phase {
-                ToolChoice::Required
-            } else {
-                choice.clone()
-            }) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    report.skipped += 1;
-                    report.skipped_ids.push((id, e));
-                    continue;
-                }
-            },
-        };
-        let started = Instant::now();
-        let options = GenerateOptions {
-            max_tokens,
-            ..GenerateOptions::default()
-        };
-        // A generation stopped on repetition is regenerated once with penalties against
-        // repetition, as every caller that may regenerate does.
-        let mut generation =
-            generator.generate_retrying(&prompt, compiled.as_ref(), &options, 2, &mut |_, _| {});
-        let mut decision = None;
-        if two_phase {
-            let first = generation.as_ref().ok().and_then(|g| {
-                strict_calls(format, &registry, &g.text(), g.stop_reason.finish_reason())
-            });
-            // A first phase that wrote no complete call (cut by the token limit, or stopped
-            // on repetition) decides nothing for a call: the model answers in text, as the
-            // server does.
-            if generation.is_ok() {
-                let chosen = first.map_or(AutoChoice::Answer, |calls| {
-                    provenance::choose(&registry, &calls, &request)
-                });
-                if chosen != AutoChoice::Call {
-                    generation = compile(ToolChoice::None)
-                        .map_err(proviso::decode::GenerateError::Constraint)
-                        .and_then(|text_only| {
-                            generator.generate_retrying(
-                                &prompt,
-                                Some(&text_only),
-                                &options,
-                                2,
-                                &mut |_, _| {},
-                            )
-                        });
-                }
-                decision = Some(chosen.as_str().to_owned());
-            }
-        }
-        // A step that leaves stated values unused may be one call where the request asks
-        // for several: it is regenerated once with its own end avoided, and the longer step
-        // is kept only when it fans the first calls out over those values.
-        if mode == Mode::Constrained && decision.as_deref().is_none_or(|d| d == "call") {
-            if let (Ok(first), Some(compiled)) = (&generation, &compiled) {
-                if let Some(longer) = fan_out(
-                    &mut generator,
-                    &prompt,
-                    compiled,
-                    &options,
-                    format,
-                    &registry,
-                    &request,
-                    first,
-                ) {
-                    generation = Ok(longer);
-                    decision = Some("fan_out".to_owned());
-                }
-            }
-        }
-        let generation = match generation {
-            Ok(g) => g,
-            Err(e) => {
-                // One failed generation is one failed case, recorded with its error.
-                report.cases += 1;
-                report.results.push(Case {
-                    id,
-                    output: String::new(),
-                    calls: Vec::new(),
-                    valid: false,
-                    ast: false,
-                    corrupted: false,
-                    reason: Some(format!("generation failed: {e}")),
-                    decision,
-                    ms: 0,
-                });
-                continue;
-            }
-        };
-        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let output = generation.text();
-        let strict = strict_calls(
-            format,
-            &registry,
-            &output,
-            generation.stop_reason.finish_reason(),
+                .engine(run_options)
+                .map_err(|e| EvalError(e.to_string()))?,
         );
-        let (calls, corrupted) = match mode {
-            Mode::Constrained => (strict.clone().unwrap_or_default(), false),
-            Mode::Free => {
-                let tolerant = tolerant_calls(format, &output, &registry);
-                let corrupted = match (&tolerant, &strict) {
-                    (Some(t), Some(s)) => !t.is_empty() && t != s,
-                    _ => false,
-                };
-                (tolerant.unwrap_or_default(), corrupted)
+        let mut generator = Generator::new(engine, local.tokenizer());
+        for (done, case) in cases.iter().enumerate() {
+            progress(done, total);
+            outcomes.push(run_case(&context, &mut generator, case));
+        }
+    } else {
+        // Several cases at once, as slots of one batched context: each thread takes the
+        // next case; outcomes are put back in the cases' order, so the report is the same.
+        let batcher = local
+            .model()
+            .batcher(BatchOptions::new(parallel).with_slot_ctx(run_options.n_ctx))
+            .map_err(|e| EvalError(e.to_string()))?;
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (sender, finished) = std::sync::mpsc::channel::<(usize, Outcome)>();
+        let mut slots: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
+        std::thread::scope(|scope| -> Result<(), EvalError> {
+            for _ in 0..parallel.min(total.max(1)) {
+                let engine = batcher
+                    .slot()
+                    .ok_or_else(|| EvalError("no free batch slot".into()))?;
+                let (sender, next, cases, context) = (sender.clone(), &next, &cases, &context);
+                scope.spawn(move || {
+                    let engine: Box<dyn Engine> = Box::new(engine);
+                    let mut generator = Generator::new(engine, context.local.tokenizer());
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(case) = cases.get(i) else { break };
+                        if sender
+                            .send((i, run_case(context, &mut generator, case)))
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
             }
-        };
-        let valid = if calls.is_empty() {
-            category == "irrelevance"
-        } else {
-            calls.iter().all(|(name, args)| {
-                registry
-                    .get(name)
-                    .is_some_and(|t| t.schema().is_valid(args))
-            })
-        };
-        let truth = answers.get(&id).cloned().unwrap_or(Value::Null);
-        let truncated = generation.stop_reason.finish_reason() == "length";
-        let call_start = match format {
-            CallFormat::Pythonic => '[',
-            CallFormat::Hermes => '<',
-            CallFormat::Envelope | CallFormat::Llama3 => '{',
-        };
-        let started_a_call = output.trim_start().starts_with(call_start);
-        // Under the grammar, a call cut by the token limit is an incomplete step, never a
-        // decision not to call; a cut text answer is still a text answer, as in free mode.
-        let (valid, (ast, reason)) = if mode == Mode::Constrained && truncated && started_a_call {
-            (false, (false, Some("cut by the token limit".to_owned())))
-        } else {
-            (valid, ast_check(category, &calls, &truth, &registry))
-        };
-        report.cases += 1;
-        report.valid += usize::from(valid);
-        report.ast += usize::from(ast);
-        report.corrupted += usize::from(corrupted);
-        report.results.push(Case {
-            id,
-            output,
-            calls,
-            valid,
-            ast,
-            corrupted,
-            reason,
-            decision,
-            ms,
-        });
+            drop(sender);
+            for (done, (i, outcome)) in finished.iter().enumerate() {
+                progress(done, total);
+                slots[i] = Some(outcome);
+            }
+            Ok(())
+        })?;
+        outcomes.extend(slots.into_iter().flatten());
+    }
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Nothing => {}
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Skipped(id, why) => {
+                report.skipped += 1;
+                report.skipped_ids.push((id, why));
+            }
+            Outcome::Case(case) => {
+                report.cases += 1;
+                report.valid += usize::from(case.valid);
+                report.ast += usize::from(case.ast);
+                report.corrupted += usize::from(case.corrupted);
+                report.results.push(case);
+            }
+        }
     }
     progress(total, total);
     report.mean_ms = if report.results.is_empty() {
@@ -444,13 +297,252 @@ pub fn run(
     Ok(report)
 }
 
+/// What one case's run gives the report.
+enum Outcome {
+    /// The case declares no functions.
+    Nothing,
+    /// Its functions or grammar could not be used: skipped, with why.
+    Skipped(String, String),
+    /// The model could not be prompted: the evaluation stops.
+    Failed(EvalError),
+    /// A judged case.
+    Case(Case),
+}
+
+/// What every case of a run shares.
+struct CaseContext<'a> {
+    local: &'a LocalModel,
+    category: &'a str,
+    mode: Mode,
+    format: CallFormat,
+    max_tokens: usize,
+    choice: &'a ToolChoice,
+    answers: &'a Map<String, Value>,
+}
+
+/// Runs and judges one case.
+fn run_case(
+    context: &CaseContext<'_>,
+    generator: &mut Generator<Box<dyn Engine>>,
+    case: &Value,
+) -> Outcome {
+    let CaseContext {
+        local,
+        category,
+        mode,
+        format,
+        max_tokens,
+        choice,
+        answers,
+    } = *context;
+    let id = case
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let registry = match case.get("function").map(Registry::from_bfcl) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return Outcome::Skipped(id, e.to_string()),
+        None => return Outcome::Nothing,
+    };
+    let question: Vec<Message> = case
+        .pointer("/question/0")
+        .and_then(Value::as_array)
+        .map(|turns| {
+            turns
+                .iter()
+                .map(|t| {
+                    Message::new(
+                        t.get("role").and_then(Value::as_str).unwrap_or("user"),
+                        t.get("content").and_then(Value::as_str).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // What the request says, for judging a call under `auto`: the user's turns.
+    let request: String = question
+        .iter()
+        .filter(|m| m.role != "system")
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let options = GrammarOptions {
+        choice: choice.clone(),
+        max_calls: 4,
+        ..GrammarOptions::default()
+    };
+    let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
+    system.push_str(&instructions(&registry, format, &options));
+    let mut messages = vec![Message::new("system", system)];
+    messages.extend(question);
+    let prompt = match local.prompt(&messages) {
+        Ok(prompt) => prompt,
+        Err(e) => return Outcome::Failed(EvalError(e.to_string())),
+    };
+    // Under `auto` the constrained mode decides in two phases: the best call under the
+    // `required` grammar, then a judgement of that call against the request (see
+    // `proviso::tools::provenance`); a call the request does not support becomes a text
+    // answer, generated under the grammar without calls.
+    let two_phase = mode == Mode::Constrained && *choice == ToolChoice::Auto;
+    let compile = |choice: ToolChoice| -> Result<_, String> {
+        let options = GrammarOptions {
+            choice,
+            max_calls: 4,
+            ..GrammarOptions::default()
+        };
+        let grammar = format
+            .grammar(&registry, &options)
+            .map_err(|e| e.to_string())?;
+        let spec = match &grammar.grammar {
+            Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),
+            Grammar::Lark(l) => ConstraintSpec::Lark(l.clone()),
+        };
+        local
+            .compile(&spec, &CompileOptions::default())
+            .map_err(|e| e.to_string())
+    };
+    let compiled = match mode {
+        Mode::Free => None,
+        Mode::Constrained => match compile(if two_phase {
+            ToolChoice::Required
+        } else {
+            choice.clone()
+        }) {
+            Ok(c) => Some(c),
+            Err(e) => return Outcome::Skipped(id, e),
+        },
+    };
+    let started = Instant::now();
+    let options = GenerateOptions {
+        max_tokens,
+        ..GenerateOptions::default()
+    };
+    // A generation stopped on repetition is regenerated once with penalties against
+    // repetition, as every caller that may regenerate does.
+    let mut generation =
+        generator.generate_retrying(&prompt, compiled.as_ref(), &options, 2, &mut |_, _| {});
+    let mut decision = None;
+    if two_phase {
+        let first = generation.as_ref().ok().and_then(|g| {
+            strict_calls(format, &registry, &g.text(), g.stop_reason.finish_reason())
+        });
+        // A first phase that wrote no complete call (cut by the token limit, or stopped
+        // on repetition) decides nothing for a call: the model answers in text, as the
+        // server does.
+        if generation.is_ok() {
+            let chosen = first.map_or(AutoChoice::Answer, |calls| {
+                provenance::choose(&registry, &calls, &request)
+            });
+            if chosen != AutoChoice::Call {
+                generation = compile(ToolChoice::None)
+                    .map_err(proviso::decode::GenerateError::Constraint)
+                    .and_then(|text_only| {
+                        generator.generate_retrying(
+                            &prompt,
+                            Some(&text_only),
+                            &options,
+                            2,
+                            &mut |_, _| {},
+                        )
+                    });
+            }
+            decision = Some(chosen.as_str().to_owned());
+        }
+    }
+    // A step that leaves stated values unused may be one call where the request asks
+    // for several: it is regenerated once with its own end avoided, and the longer step
+    // is kept only when it fans the first calls out over those values.
+    if mode == Mode::Constrained && decision.as_deref().is_none_or(|d| d == "call") {
+        if let (Ok(first), Some(compiled)) = (&generation, &compiled) {
+            if let Some(longer) = fan_out(
+                generator, &prompt, compiled, &options, format, &registry, &request, first,
+            ) {
+                generation = Ok(longer);
+                decision = Some("fan_out".to_owned());
+            }
+        }
+    }
+    let generation = match generation {
+        Ok(g) => g,
+        Err(e) => {
+            // One failed generation is one failed case, recorded with its error.
+            return Outcome::Case(Case {
+                id,
+                output: String::new(),
+                calls: Vec::new(),
+                valid: false,
+                ast: false,
+                corrupted: false,
+                reason: Some(format!("generation failed: {e}")),
+                decision,
+                ms: 0,
+            });
+        }
+    };
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let output = generation.text();
+    let strict = strict_calls(
+        format,
+        &registry,
+        &output,
+        generation.stop_reason.finish_reason(),
+    );
+    let (calls, corrupted) = match mode {
+        Mode::Constrained => (strict.clone().unwrap_or_default(), false),
+        Mode::Free => {
+            let tolerant = tolerant_calls(format, &output, &registry);
+            let corrupted = match (&tolerant, &strict) {
+                (Some(t), Some(s)) => !t.is_empty() && t != s,
+                _ => false,
+            };
+            (tolerant.unwrap_or_default(), corrupted)
+        }
+    };
+    let valid = if calls.is_empty() {
+        category == "irrelevance"
+    } else {
+        calls.iter().all(|(name, args)| {
+            registry
+                .get(name)
+                .is_some_and(|t| t.schema().is_valid(args))
+        })
+    };
+    let truth = answers.get(&id).cloned().unwrap_or(Value::Null);
+    let truncated = generation.stop_reason.finish_reason() == "length";
+    let call_start = match format {
+        CallFormat::Pythonic => '[',
+        CallFormat::Hermes => '<',
+        CallFormat::Envelope | CallFormat::Llama3 => '{',
+    };
+    let started_a_call = output.trim_start().starts_with(call_start);
+    // Under the grammar, a call cut by the token limit is an incomplete step, never a
+    // decision not to call; a cut text answer is still a text answer, as in free mode.
+    let (valid, (ast, reason)) = if mode == Mode::Constrained && truncated && started_a_call {
+        (false, (false, Some("cut by the token limit".to_owned())))
+    } else {
+        (valid, ast_check(category, &calls, &truth, &registry))
+    };
+    Outcome::Case(Case {
+        id,
+        output,
+        calls,
+        valid,
+        ast,
+        corrupted,
+        reason,
+        decision,
+        ms,
+    })
+}
+
 /// The same step, fanned out: when `first` is a complete step whose calls leave values the
 /// request states unused, the step regenerated with its own end and any call written twice
 /// in a row avoided, if that longer step fans the first calls out over those values
 /// ([`provenance::fans_out`]).
 #[allow(clippy::too_many_arguments)] // The generation's inputs, passed through.
 fn fan_out(
-    generator: &mut Generator<proviso::llama::LlamaEngine>,
+    generator: &mut Generator<Box<dyn Engine>>,
     prompt: &[proviso::decode::TokenId],
     compiled: &proviso::decode::Compiled,
     options: &GenerateOptions,

@@ -660,13 +660,15 @@ fn plan(
             None => continue,
         };
         let take = remaining.min(room);
-        if used + take > budget {
-            used -= evict(state, context, seq, used + take - budget);
+        // A decode is admitted whole: its first chunk goes in only when all its tokens fit,
+        // so that a prompt never takes cells that a running sequence then cannot grow into.
+        let needed = if done == 0 { remaining } else { take };
+        if used + needed > budget {
+            used -= evict(state, context, seq, used + needed - budget);
         }
-        if used + take > budget {
+        if used + needed > budget {
             let message = format!(
-                "{} of {budget} KV cells are in use by generating sequences; {take} more are needed",
-                used
+                "{used} of {budget} KV cells are in use by generating sequences; {needed} more are needed"
             );
             fail(&mut state.slots[seq], EngineError::Exhausted(message));
             continue;

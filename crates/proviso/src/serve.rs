@@ -705,8 +705,7 @@ impl Worker for LocalWorker {
                 let mut stop_reason = generation.stop_reason;
                 // A step cut or looping inside a later call keeps the complete calls written
                 // before it (when nothing was streamed yet); the gates judge them as a step.
-                if matches!(stop_reason, StopReason::Length | StopReason::Repetition) && !sent_any
-                {
+                if matches!(stop_reason, StopReason::Length | StopReason::Repetition) && !sent_any {
                     if let Some(calls) = job.check.complete_calls(&text) {
                         text = calls;
                         stop_reason = StopReason::GrammarComplete;
@@ -724,12 +723,7 @@ impl Worker for LocalWorker {
                 };
                 // A first phase that could not finish a call (cut, or looping) does not decide
                 // anything: the model answers in text instead.
-                if probing
-                    && matches!(
-                        stop_reason,
-                        StopReason::Length | StopReason::Repetition
-                    )
-                {
+                if probing && matches!(stop_reason, StopReason::Length | StopReason::Repetition) {
                     answering = true;
                     attempt = 0;
                     continue;
