@@ -26,52 +26,85 @@ fn questions() -> Vec<Value> {
     document["questions"].as_array().unwrap().clone()
 }
 
+/// Runs one question on `engine` and says what is wrong with its end, if anything.
+fn check(case: &Value, engine: impl proviso::decode::Engine + 'static) -> Option<String> {
+    let local = local();
+    let question = case["question"].as_str().unwrap();
+    let kind = DemoKind::for_question(question);
+    let format = match kind {
+        DemoKind::Trials => proviso::tools::CallFormat::Hermes,
+        DemoKind::Travel => proviso::tools::CallFormat::Envelope,
+    };
+    let agent = proviso_demo::agent(kind, format).unwrap();
+    let mut proposer =
+        LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
+    let report = agent.run(&mut proposer, question, &mut ());
+    let RunEnd::FinalAnswer { answer } = &report.end else {
+        return Some(format!("{question}: ended {:?}", report.end));
+    };
+    // The answer passed the answer contract, evidence gate included, inside the run; the
+    // text it states is what a user reads.
+    let text = answer["answer"].as_str().unwrap_or_default().to_lowercase();
+    let strings = |key: &str| -> Vec<String> {
+        case[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_lowercase())
+            .collect()
+    };
+    let (facts, wrong) = (strings("facts"), strings("wrong"));
+    println!("{question}\n  → {text}");
+    assert!(
+        !answer["citations"].as_array().unwrap().is_empty(),
+        "{question}: an accepted answer without citations"
+    );
+    if let Some(w) = wrong.iter().find(|w| text.contains(w.as_str())) {
+        return Some(format!("{question}: {text:?} states the wrong {w:?}"));
+    }
+    if !facts.iter().any(|f| text.contains(f.as_str())) {
+        return Some(format!("{question}: {text:?} states none of {facts:?}"));
+    }
+    None
+}
+
 #[test]
 fn every_demo_question_ends_with_a_grounded_right_answer() {
     let local = local();
-    let mut failures = Vec::new();
-    for case in questions() {
-        let question = case["question"].as_str().unwrap();
-        let kind = DemoKind::for_question(question);
-        let format = match kind {
-            DemoKind::Trials => proviso::tools::CallFormat::Hermes,
-            DemoKind::Travel => proviso::tools::CallFormat::Envelope,
-        };
-        let agent = proviso_demo::agent(kind, format).unwrap();
-        let engine = local.engine(RunOptions::default()).unwrap();
-        let mut proposer =
-            LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
-        let report = agent.run(&mut proposer, question, &mut ());
-        let RunEnd::FinalAnswer { answer } = &report.end else {
-            failures.push(format!("{question}: ended {:?}", report.end));
-            continue;
-        };
-        // The answer passed the answer contract, evidence gate included, inside the run;
-        // the text it states is what a user reads.
-        let text = answer["answer"].as_str().unwrap_or_default().to_lowercase();
-        let facts: Vec<&str> = case["facts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
-        let wrong: Vec<&str> = case["wrong"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap())
-            .collect();
-        println!("{question}\n  → {text}");
-        if !facts.iter().any(|f| text.contains(&f.to_lowercase())) {
-            failures.push(format!("{question}: {text:?} states none of {facts:?}"));
-        }
-        if let Some(w) = wrong.iter().find(|w| text.contains(&w.to_lowercase())) {
-            failures.push(format!("{question}: {text:?} states the wrong {w:?}"));
-        }
-        assert!(
-            !answer["citations"].as_array().unwrap().is_empty(),
-            "{question}: an accepted answer without citations"
-        );
-    }
+    let failures: Vec<String> = questions()
+        .iter()
+        .filter_map(|case| check(case, local.engine(RunOptions::default()).unwrap()))
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Three agents at once, each on a slot of one batched context: the harness shares forward
+/// passes and every agent still ends with its grounded right answer.
+#[test]
+fn agents_on_a_batched_context_end_with_their_grounded_answers() {
+    let local = local();
+    let batcher = local
+        .model()
+        .batcher(proviso::llama::BatchOptions::new(3))
+        .unwrap();
+    let cases: Vec<Value> = questions().into_iter().take(3).collect();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|case| {
+                let engine = batcher.slot().unwrap();
+                scope.spawn(move || check(case, engine))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let stats = batcher.stats();
+    assert!(
+        stats.tokens > stats.passes,
+        "the agents did not share passes: {stats:?}"
+    );
 }

@@ -2,10 +2,10 @@
 //! the call format's grammar, compiled once per grammar.
 
 use proviso_decode::{
-    CompileOptions, Compiled, ConstraintSpec, GenerateOptions, Generator, Message, Sampling, Stats,
+    CompileOptions, Compiled, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
+    Sampling, Stats,
 };
 use proviso_harness::{ProposeRequest, Proposed, Proposer, ProposerError};
-use proviso_llama::LlamaEngine;
 use proviso_tools::{CallGrammar, Grammar};
 
 use crate::local::LocalModel;
@@ -14,7 +14,7 @@ use crate::local::LocalModel;
 #[derive(Debug)]
 pub struct LocalProposer<'m> {
     model: &'m LocalModel,
-    generator: Generator<LlamaEngine>,
+    generator: Generator<Box<dyn Engine>>,
     sampling: Sampling,
     compile: CompileOptions,
     /// Compiled grammars, most recent first (an agent alternates between at most a few).
@@ -24,12 +24,14 @@ pub struct LocalProposer<'m> {
 }
 
 impl<'m> LocalProposer<'m> {
-    /// A proposer over `model` with its own engine. `compile.relax` decides whether schema
+    /// A proposer over `model` with its own engine: a context of its own
+    /// ([`LocalModel::engine`]) or a slot of a batched one ([`proviso_llama::Batcher::slot`]),
+    /// so several agents can share forward passes. `compile.relax` decides whether schema
     /// keywords the grammar cannot enforce are refused (the default) or left to the gates.
     #[must_use]
     pub fn new(
         model: &'m LocalModel,
-        engine: LlamaEngine,
+        engine: impl Engine + 'static,
         sampling: Sampling,
         compile: CompileOptions,
     ) -> Self {
@@ -38,7 +40,7 @@ impl<'m> LocalProposer<'m> {
             .file_stem()
             .map_or_else(|| "local".to_owned(), |s| s.to_string_lossy().into_owned());
         Self {
-            generator: Generator::new(engine, model.tokenizer()),
+            generator: Generator::new(Box::new(engine), model.tokenizer()),
             model,
             sampling,
             compile,
