@@ -487,8 +487,64 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
     Ok(out)
 }
 
-fn tool_choice(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<ToolChoiceRequest> {
+/// `tool_choice`, and the names an `allowed_tools` choice keeps callable.
+fn tool_choice(
+    body: &Map<String, Value>,
+    seen: &mut Vec<String>,
+) -> Result<(ToolChoiceRequest, Option<Vec<String>>)> {
     match take(body, "tool_choice", seen) {
+        Some(Value::Object(o))
+            if o.get("type").and_then(Value::as_str) == Some("allowed_tools") =>
+        {
+            let allowed = o.get("allowed_tools").ok_or_else(|| {
+                InvalidRequest::new(
+                    "tool_choice.allowed_tools",
+                    "an `allowed_tools` choice needs `allowed_tools: {mode, tools}`",
+                )
+            })?;
+            let choice = match allowed
+                .get("mode")
+                .and_then(Value::as_str)
+                .unwrap_or("auto")
+            {
+                "auto" => ToolChoiceRequest::Auto,
+                "required" => ToolChoiceRequest::Required,
+                other => {
+                    return Err(InvalidRequest::new(
+                        "tool_choice.allowed_tools.mode",
+                        format!("`{other}` is not one of auto, required"),
+                    ))
+                }
+            };
+            let names = allowed
+                .get("tools")
+                .and_then(Value::as_array)
+                .map(|tools| {
+                    tools
+                        .iter()
+                        .map(|t| {
+                            t.pointer("/function/name")
+                                .or_else(|| t.get("name"))
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                        .collect::<Option<Vec<_>>>()
+                })
+                .and_then(|names| names.filter(|n| !n.is_empty()))
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        "tool_choice.allowed_tools.tools",
+                        "`allowed_tools.tools` needs a non-empty list of functions with names",
+                    )
+                })?;
+            Ok((choice, Some(names)))
+        }
+        other => plain_tool_choice(other).map(|choice| (choice, None)),
+    }
+}
+
+fn plain_tool_choice(value: Option<&Value>) -> Result<ToolChoiceRequest> {
+    match value {
         None => Ok(ToolChoiceRequest::Auto),
         Some(Value::String(s)) => match s.as_str() {
             "auto" => Ok(ToolChoiceRequest::Auto),
@@ -575,7 +631,42 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         Some(t @ Value::Array(_)) => Some(t.clone()),
         Some(_) => return Err(InvalidRequest::new("tools", "`tools` must be an array")),
     };
-    let tool_choice = tool_choice(body, &mut seen)?;
+    let (tool_choice, allowed) = tool_choice(body, &mut seen)?;
+    // `allowed_tools` restricts the calls the model may write to the named tools; the others
+    // are left out of the request (and so of the prompt and the grammar).
+    let tools = match (tools, allowed) {
+        (tools, None) => tools,
+        (None, Some(_)) => {
+            return Err(InvalidRequest::new(
+                "tool_choice",
+                "an `allowed_tools` choice needs `tools`",
+            ))
+        }
+        (Some(Value::Array(tools)), Some(names)) => {
+            let declared = |t: &Value| {
+                t.pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            if let Some(unknown) = names.iter().find(|n| {
+                !tools
+                    .iter()
+                    .any(|t| declared(t).as_deref() == Some(n.as_str()))
+            }) {
+                return Err(InvalidRequest::new(
+                    "tool_choice.allowed_tools.tools",
+                    format!("`{unknown}` is not among the declared tools"),
+                ));
+            }
+            Some(Value::Array(
+                tools
+                    .into_iter()
+                    .filter(|t| declared(t).is_some_and(|n| names.contains(&n)))
+                    .collect(),
+            ))
+        }
+        (Some(other), Some(_)) => Some(other),
+    };
     if tools.is_none()
         && matches!(
             tool_choice,
@@ -746,6 +837,59 @@ mod tests {
             !body(json!({"tool_choice": "required", "parallel_tool_calls": false}))
                 .parallel_tool_calls
         );
+    }
+
+    #[test]
+    fn allowed_tools_keeps_the_named_tools_callable_and_refuses_unknown_names() {
+        let two = json!([
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "g", "parameters": {"type": "object"}}}
+        ]);
+        let request = |choice: Value| {
+            chat_request(&json!({"messages": [{"role": "user", "content": "x"}],
+                "tools": two, "tool_choice": choice}))
+        };
+        let kept = request(
+            json!({"type": "allowed_tools", "allowed_tools": {"mode": "required",
+            "tools": [{"type": "function", "function": {"name": "g"}}]}}),
+        )
+        .unwrap();
+        assert_eq!(kept.tool_choice, ToolChoiceRequest::Required);
+        let names: Vec<&str> = kept
+            .tools
+            .as_ref()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+            .collect();
+        assert_eq!(names, ["g"]);
+        let auto = request(json!({"type": "allowed_tools", "allowed_tools": {
+            "tools": [{"type": "function", "function": {"name": "f"}}]}}))
+        .unwrap();
+        assert_eq!(auto.tool_choice, ToolChoiceRequest::Auto);
+        for (bad, param) in [
+            (
+                json!({"type": "allowed_tools", "allowed_tools": {"tools": [{"type": "function", "function": {"name": "h"}}]}}),
+                "tool_choice.allowed_tools.tools",
+            ),
+            (
+                json!({"type": "allowed_tools", "allowed_tools": {"tools": []}}),
+                "tool_choice.allowed_tools.tools",
+            ),
+            (
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": "none", "tools": [{"type": "function", "function": {"name": "f"}}]}}),
+                "tool_choice.allowed_tools.mode",
+            ),
+            (
+                json!({"type": "allowed_tools"}),
+                "tool_choice.allowed_tools",
+            ),
+        ] {
+            let error = request(bad).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some(param), "{error:?}");
+        }
     }
 
     #[test]
