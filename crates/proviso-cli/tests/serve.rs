@@ -165,6 +165,90 @@ fn a_full_kv_budget_is_answered_with_503_and_retry_after() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--kv-budget"));
 }
 
+#[test]
+fn logprobs_describe_the_returned_tokens() {
+    let _serial = serial();
+    let server = Server::start(&["--parallel", "1"]);
+    let question = json!([{"role": "user", "content": "Name a colour."}]);
+    let (status, body) = server.post(
+        &json!({"messages": question, "temperature": 0, "max_tokens": 8,
+        "logprobs": true, "top_logprobs": 3})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    let choice = &body["choices"][0];
+    let content = choice["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(
+        content.len() as u64,
+        body["usage"]["completion_tokens"].as_u64().unwrap(),
+        "{body}"
+    );
+    let text: String = content
+        .iter()
+        .map(|t| t["token"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        text,
+        choice["message"]["content"].as_str().unwrap(),
+        "{body}"
+    );
+    for token in content {
+        let logprob = token["logprob"].as_f64().unwrap();
+        assert!(logprob <= 0.0, "{token}");
+        let top = token["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{token}");
+        let tops: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(tops.windows(2).all(|w| w[0] >= w[1]), "{token}");
+        // Greedy: the chosen token is the most likely one.
+        assert!((tops[0] - logprob).abs() < 1e-4, "{token}");
+        assert!(token["bytes"].is_array());
+    }
+    // Under a grammar, a forced token is certain: a choice constraint of one option forces
+    // every token.
+    let (status, body) = server.post(
+        &json!({"messages": question, "temperature": 0,
+        "logprobs": true, "guided_choice": ["dark blue"]})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    for token in body["choices"][0]["logprobs"]["content"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(token["logprob"].as_f64(), Some(0.0), "{body}");
+    }
+    // Legacy completions take a count.
+    let (status, body) = server.post_to(
+        "/v1/completions",
+        &json!({"prompt": "One, two,",
+        "max_tokens": 4, "temperature": 0, "logprobs": 2})
+        .to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let logprobs = &body["choices"][0]["logprobs"];
+    assert_eq!(logprobs["tokens"].as_array().unwrap().len(), 4, "{body}");
+    assert_eq!(
+        logprobs["top_logprobs"][0].as_object().unwrap().len(),
+        2,
+        "{body}"
+    );
+    // Refused by name: streamed log-probabilities, and alternatives without `logprobs`.
+    let (status, body) = server.post(
+        &json!({"messages": question, "logprobs": true, "stream": true}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "logprobs", "{body}");
+    let (status, body) = server.post(
+        &json!({"messages": question, "top_logprobs": 2}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["param"], "top_logprobs", "{body}");
+}
+
 fn tools() -> Value {
     json!([{"type": "function", "function": {"name": "get_arm", "description": "Reads the arms of one trial.",
         "parameters": {"type": "object", "properties": {"trial_id": {"type": "string", "pattern": "^NCT[0-9]{8}$"}},

@@ -73,6 +73,9 @@ pub struct GenerateOptions {
     pub avoid: Vec<String>,
     /// When to stop on degenerate repetition (`None`: never).
     pub repetition: Option<RepetitionLimit>,
+    /// Record each generated token's log-probability and this many most likely
+    /// alternatives (`None`: record nothing). See [`TokenLogprob`].
+    pub logprobs: Option<usize>,
 }
 
 impl Default for GenerateOptions {
@@ -84,6 +87,7 @@ impl Default for GenerateOptions {
             overlap_mask: true,
             avoid: Vec::new(),
             repetition: Some(RepetitionLimit::default()),
+            logprobs: None,
         }
     }
 }
@@ -251,6 +255,64 @@ pub struct Generation {
     pub stop_reason: StopReason,
     /// Counts and timings.
     pub stats: Stats,
+    /// One entry per generated token when [`GenerateOptions::logprobs`] asked for them.
+    pub logprobs: Vec<TokenLogprob>,
+}
+
+/// A generated token's log-probability, with the most likely alternatives.
+///
+/// The distribution is the one the decoder chose from: the model's logits (before sampling
+/// penalties and temperature) renormalised over the tokens the grammar allowed at that
+/// step. A token the grammar forced therefore has log-probability 0 and is its own only
+/// alternative; unconstrained text gets the model's own distribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The token.
+    pub token: TokenId,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// The most likely allowed tokens with theirs, most likely first.
+    pub top: Vec<(TokenId, f32)>,
+}
+
+/// The log-probabilities of `chosen` and of the `k` most likely tokens `allowed` admits,
+/// under a softmax of `logits` restricted to them.
+fn logprob(
+    logits: &[f32],
+    allowed: impl Fn(TokenId) -> bool,
+    chosen: TokenId,
+    k: usize,
+) -> TokenLogprob {
+    let admitted = || {
+        logits.iter().enumerate().filter_map(|(i, &l)| {
+            let t = TokenId::try_from(i).ok()?;
+            (allowed(t) && l.is_finite()).then_some((t, l))
+        })
+    };
+    let max = admitted().map(|(_, l)| l).fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = admitted().map(|(_, l)| (l - max).exp()).sum();
+    let norm = max + sum.ln();
+    let of = |t: TokenId| {
+        logits
+            .get(t as usize)
+            .map_or(f32::NEG_INFINITY, |l| l - norm)
+    };
+    let mut top: Vec<(TokenId, f32)> = Vec::new();
+    if k > 0 {
+        let mut all: Vec<(TokenId, f32)> = admitted().collect();
+        let k = k.min(all.len());
+        if k > 0 {
+            all.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1));
+            all.truncate(k);
+            all.sort_by(|a, b| b.1.total_cmp(&a.1));
+            top = all.into_iter().map(|(t, l)| (t, l - norm)).collect();
+        }
+    }
+    TokenLogprob {
+        token: chosen,
+        logprob: of(chosen),
+        top,
+    }
 }
 
 impl Generation {
@@ -446,6 +508,12 @@ impl<E: Engine> Generator<E> {
             .any(|a| tail_contains(&text, added, a.as_bytes()))
     }
 
+    /// The bytes of `token` (empty for an id outside the vocabulary).
+    #[must_use]
+    pub fn piece(&self, token: TokenId) -> &[u8] {
+        self.pieces.get(token as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// The engine.
     pub fn engine_mut(&mut self) -> &mut E {
         &mut self.engine
@@ -553,6 +621,7 @@ impl<E: Engine> Generator<E> {
             tokens: Vec::new(),
             stop_reason: StopReason::Length,
             stats: Stats::default(),
+            logprobs: Vec::new(),
         };
         // The context keeps the longest prefix this prompt shares with what it holds (an
         // agent's next step repeats the whole conversation so far); at least one token is fed
@@ -609,6 +678,14 @@ impl<E: Engine> Generator<E> {
                     if self.ends.contains(&token) {
                         break StopReason::GrammarComplete;
                     }
+                    if let Some(k) = options.logprobs {
+                        out.logprobs.push(logprob(
+                            self.engine.logits(),
+                            |t| mask.is_allowed(t),
+                            token,
+                            k,
+                        ));
+                    }
                     sampled = true;
                     vec![token]
                 }
@@ -619,10 +696,23 @@ impl<E: Engine> Generator<E> {
                     if self.ends.contains(&token) {
                         break StopReason::Stop;
                     }
+                    if let Some(k) = options.logprobs {
+                        out.logprobs
+                            .push(logprob(self.engine.logits(), |_| true, token, k));
+                    }
                     sampled = true;
                     vec![token]
                 }
             };
+            if options.logprobs.is_some() && !sampled {
+                // Forced by the grammar: certain under the constraint.
+                out.logprobs
+                    .extend(chosen.iter().map(|&token| TokenLogprob {
+                        token,
+                        logprob: 0.0,
+                        top: vec![(token, 0.0)],
+                    }));
+            }
             for &token in &chosen {
                 sampler.observe(token);
                 out.tokens.push(token);
@@ -749,7 +839,24 @@ fn find_stop(bytes: &[u8], added: usize, stops: &[String]) -> Option<(usize, Str
 
 #[cfg(test)]
 mod tests {
-    use super::{find_stop, RepetitionLimit};
+    use super::{find_stop, logprob, RepetitionLimit};
+
+    #[test]
+    fn logprobs_are_renormalised_over_the_allowed_tokens() {
+        let logits = [1.0_f32, 3.0, 2.0, 0.5];
+        let all = logprob(&logits, |_| true, 1, 2);
+        let total: f32 = logits.iter().map(|l| (l - 3.0).exp()).sum();
+        assert!((all.logprob - (-total.ln())).abs() < 1e-6);
+        assert_eq!(all.top.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 2]);
+        // Token 1 masked out: the rest share the probability.
+        let masked = logprob(&logits, |t| t != 1, 2, 5);
+        let sum: f32 = masked.top.iter().map(|t| t.1.exp()).sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{masked:?}");
+        assert_eq!(masked.top.len(), 3);
+        assert_eq!(masked.top[0].0, 2);
+        assert!((masked.logprob - masked.top[0].1).abs() < 1e-6);
+        assert!(logprob(&logits, |t| t == 3, 3, 0).logprob.abs() < 1e-6);
+    }
 
     #[test]
     fn repetition_is_caught_exactly_and_modulo_digits_but_short_lists_pass() {

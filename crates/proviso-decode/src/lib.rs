@@ -20,6 +20,7 @@ pub use constraint::{
 pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
 pub use generate::{
     GenerateError, GenerateOptions, Generation, Generator, RepetitionLimit, Stats, StopReason,
+    TokenLogprob,
 };
 pub use llguidance;
 pub use sample::{Dry, Sampler, Sampling};

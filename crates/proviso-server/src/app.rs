@@ -1254,6 +1254,51 @@ fn tool_calls_json(choice: &ChoiceResult) -> Value {
     )
 }
 
+/// A text choice's log-probabilities in the chat form (`{"content": [...]}`); `null` for
+/// tool calls and when none were asked for.
+fn chat_logprobs(choice: &ChoiceResult) -> Value {
+    let Some(tokens) = choice
+        .logprobs
+        .as_ref()
+        .filter(|_| choice.tool_calls.is_empty())
+    else {
+        return Value::Null;
+    };
+    let content: Vec<Value> = tokens
+        .iter()
+        .map(|t| {
+            let top: Vec<Value> = t
+                .top
+                .iter()
+                .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
+                .collect();
+            json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+        })
+        .collect();
+    json!({"content": content, "refusal": null})
+}
+
+/// A choice's log-probabilities in the legacy completions form.
+fn completion_logprobs(choice: &ChoiceResult) -> Value {
+    let Some(tokens) = &choice.logprobs else {
+        return Value::Null;
+    };
+    let mut offset = 0;
+    let mut offsets = Vec::new();
+    for t in tokens {
+        offsets.push(offset);
+        offset += t.token.chars().count();
+    }
+    json!({
+        "tokens": tokens.iter().map(|t| t.token.clone()).collect::<Vec<_>>(),
+        "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+        "top_logprobs": tokens.iter().map(|t| {
+            t.top.iter().map(|(token, _, lp)| (token.clone(), json!(lp))).collect::<serde_json::Map<_, _>>()
+        }).collect::<Vec<_>>(),
+        "text_offset": offsets,
+    })
+}
+
 fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
     let prompt: u64 = choices.first().map_or(0, |c| c.prompt_tokens);
     let completion: u64 = choices.iter().map(|c| c.completion_tokens).sum();
@@ -1266,7 +1311,7 @@ fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
                     if !c.tool_calls.is_empty() {
                         message["tool_calls"] = tool_calls_json(c);
                     }
-                    json!({"index": c.index, "message": message, "logprobs": null, "finish_reason": c.finish_reason.as_str()})
+                    json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()})
                 })
                 .collect();
             json!({"id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,
@@ -1275,7 +1320,7 @@ fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
         Kind::Completion => {
             let choices: Vec<Value> = choices
                 .iter()
-                .map(|c| json!({"index": c.index, "text": c.content.clone().unwrap_or_default(), "logprobs": null, "finish_reason": c.finish_reason.as_str()}))
+                .map(|c| json!({"index": c.index, "text": c.content.clone().unwrap_or_default(), "logprobs": completion_logprobs(c), "finish_reason": c.finish_reason.as_str()}))
                 .collect();
             json!({"id": meta.id, "object": "text_completion", "created": meta.created, "model": meta.model,
                 "choices": choices, "usage": wire::usage(prompt, completion)})

@@ -150,6 +150,8 @@ pub struct GenerationRequest {
     pub stream: bool,
     /// Whether a streamed response ends with a usage chunk.
     pub include_usage: bool,
+    /// Token log-probabilities with this many alternatives each (`None`: not asked for).
+    pub logprobs: Option<u8>,
 }
 
 /// Why a choice ended, exactly.
@@ -220,6 +222,21 @@ pub struct ChoiceResult {
     pub timings: Timings,
     /// Attempts rejected by a gate before this one, by gate name (`parse`, `schema`, ...).
     pub rejections: Vec<String>,
+    /// The text's token log-probabilities, when the request asked for them.
+    pub logprobs: Option<Vec<TokenLogprobOut>>,
+}
+
+/// One generated token's log-probability on the wire, with its most likely alternatives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobOut {
+    /// The token's text (its bytes, read as UTF-8 with replacement).
+    pub token: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// Alternatives: (text, bytes, log-probability), most likely first.
+    pub top: Vec<(String, Vec<u8>, f32)>,
 }
 
 /// A streamed piece of a choice.

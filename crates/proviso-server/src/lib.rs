@@ -23,7 +23,7 @@ pub mod wire;
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     Backend, ChatMessage, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
-    PromptInput, RejectedRequest, Role, RunError, SamplingParams, Sink, Timings, ToolCallOut,
-    ToolChoiceRequest, WireToolCall, Worker,
+    PromptInput, RejectedRequest, Role, RunError, SamplingParams, Sink, Timings, TokenLogprobOut,
+    ToolCallOut, ToolChoiceRequest, WireToolCall, Worker,
 };
 pub use metrics::Metrics;

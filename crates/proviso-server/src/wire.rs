@@ -100,21 +100,14 @@ fn refuse_unhonoured(body: &Map<String, Value>, seen: &mut Vec<String>) -> Resul
             ));
         }
     }
-    for key in ["logprobs", "echo"] {
-        if let Some(v) = take(body, key, seen) {
-            if v != &Value::Bool(false) && !(key == "logprobs" && v.as_u64() == Some(0)) {
-                return Err(InvalidRequest::unsupported(
-                    key,
-                    format!("`{key}` is not supported"),
-                ));
-            }
+    // `logprobs` and `top_logprobs` are read by each route (log-probabilities are served).
+    if let Some(v) = take(body, "echo", seen) {
+        if v != &Value::Bool(false) {
+            return Err(InvalidRequest::unsupported(
+                "echo",
+                "`echo` is not supported",
+            ));
         }
-    }
-    if take(body, "top_logprobs", seen).is_some_and(|v| v.as_u64() != Some(0)) {
-        return Err(InvalidRequest::unsupported(
-            "top_logprobs",
-            "`top_logprobs` is not supported",
-        ));
     }
     for key in [
         "audio",
@@ -705,7 +698,24 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         (None, Some(v)) => Some(as_u32(v, "max_tokens", 1, 1_000_000)?),
         (None, None) => None,
     };
+    let logprobs = match (
+        take(body, "logprobs", &mut seen),
+        take(body, "top_logprobs", &mut seen),
+    ) {
+        (Some(v), top) if as_bool(v, "logprobs")? => Some(match top {
+            Some(t) => u8::try_from(as_u32(t, "top_logprobs", 0, 20)?).unwrap_or(20),
+            None => 0,
+        }),
+        (_, Some(_)) => {
+            return Err(InvalidRequest::new(
+                "top_logprobs",
+                "`top_logprobs` needs `logprobs: true`",
+            ))
+        }
+        _ => None,
+    };
     let common = common(body, seen)?;
+    no_streamed_logprobs(logprobs, &common)?;
     Ok(GenerationRequest {
         prompt: PromptInput::Chat(messages),
         tools,
@@ -718,7 +728,20 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         n: common.n,
         stream: common.stream,
         include_usage: common.include_usage,
+        logprobs,
     })
+}
+
+/// Log-probabilities are returned with the whole response: a streamed request asking for
+/// them is refused rather than answered without them.
+fn no_streamed_logprobs(logprobs: Option<u8>, common: &Common) -> Result<()> {
+    if logprobs.is_some() && common.stream {
+        return Err(InvalidRequest::unsupported(
+            "logprobs",
+            "log-probabilities are not streamed; ask for them without `stream`",
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a (legacy) completions body. `max_tokens` defaults to 16, as OpenAI's does.
@@ -753,7 +776,12 @@ pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
         Some(v) => as_u32(v, "max_tokens", 1, 1_000_000)?,
         None => 16,
     };
+    let logprobs = match take(body, "logprobs", &mut seen) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(u8::try_from(as_u32(v, "logprobs", 0, 5)?).unwrap_or(5)),
+    };
     let common = common(body, seen)?;
+    no_streamed_logprobs(logprobs, &common)?;
     Ok(GenerationRequest {
         prompt: PromptInput::Text(prompt),
         tools: None,
@@ -766,6 +794,7 @@ pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
         n: common.n,
         stream: common.stream,
         include_usage: common.include_usage,
+        logprobs,
     })
 }
 

@@ -219,6 +219,15 @@ impl Backend for GatewayBackend {
     }
 
     fn prepare(&self, request: &GenerationRequest) -> Result<GatewayJob, RejectedRequest> {
+        if request.logprobs.is_some() {
+            // The upstream's log-probabilities would describe its own (unchecked) sampling,
+            // not the output the gates accepted; they are refused rather than passed on.
+            return Err(crate::serve::rejected(
+                "logprobs",
+                "log-probabilities are served by the local model only, not through the gateway",
+                true,
+            ));
+        }
         let kind = self.config.kind;
         let mut body = json!({"model": self.id, "stream": false});
         if let Some(m) = request.max_tokens {
@@ -537,6 +546,7 @@ impl Worker for GatewayWorker {
                         ..Timings::default()
                     },
                     rejections: rejections.clone(),
+                    logprobs: None,
                 };
                 let ended = job
                     .judge

@@ -13,7 +13,7 @@ use proviso_decode::{
 use proviso_llama::{BatchOptions, Batcher, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, ToolCallOut, Worker,
+    RejectedRequest, RunError, Sink, Timings, TokenLogprobOut, ToolCallOut, Worker,
 };
 use proviso_tools::{
     instructions, write_call, CallFormat, Grammar, GrammarOptions, Policy, Registry, Role,
@@ -302,6 +302,7 @@ impl LocalBackend {
             max_tokens,
             sampling,
             stop: request.stop.clone(),
+            logprobs: request.logprobs.map(usize::from),
             ..GenerateOptions::default()
         })
     }
@@ -518,6 +519,33 @@ impl Backend for LocalBackend {
     }
 }
 
+impl LocalWorker {
+    /// A generation's token log-probabilities, with the tokens' text.
+    fn logprobs(&self, generation: &proviso_decode::Generation) -> Vec<TokenLogprobOut> {
+        let piece = |t: TokenId| self.generator.piece(t).to_vec();
+        generation
+            .logprobs
+            .iter()
+            .map(|t| {
+                let bytes = piece(t.token);
+                TokenLogprobOut {
+                    token: String::from_utf8_lossy(&bytes).into_owned(),
+                    bytes,
+                    logprob: t.logprob,
+                    top: t
+                        .top
+                        .iter()
+                        .map(|&(token, logprob)| {
+                            let bytes = piece(token);
+                            (String::from_utf8_lossy(&bytes).into_owned(), bytes, logprob)
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// One worker: its own llama.cpp context.
 #[derive(Debug)]
 pub struct LocalWorker {
@@ -702,7 +730,7 @@ impl Worker for LocalWorker {
                     mask_times: stats.mask_times.clone(),
                 };
                 let mut text = generation.text();
-                let mut stop_reason = generation.stop_reason;
+                let mut stop_reason = generation.stop_reason.clone();
                 // A step cut or looping inside a later call keeps the complete calls written
                 // before it (when nothing was streamed yet); the gates judge them as a step.
                 if matches!(stop_reason, StopReason::Length | StopReason::Repetition) && !sent_any {
@@ -720,6 +748,7 @@ impl Worker for LocalWorker {
                     completion_tokens,
                     timings,
                     rejections: rejections.clone(),
+                    logprobs: options.logprobs.map(|_| self.logprobs(&generation)),
                 };
                 // A first phase that could not finish a call (cut, or looping) does not decide
                 // anything: the model answers in text instead.

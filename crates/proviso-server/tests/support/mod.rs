@@ -90,6 +90,7 @@ impl Worker for Echo {
                 completion_tokens: 0,
                 timings: Timings::default(),
                 rejections: Vec::new(),
+                logprobs: None,
             };
             if job.text.starts_with("call") {
                 let call = ToolCallOut {
