@@ -486,6 +486,145 @@ fn memory_returns_to_its_baseline_after_rejected_large_requests() {
     );
 }
 
+/// llama-cpp-python's OpenAI-compatible server on the default model, stopped when dropped.
+struct LlamaCppServer {
+    child: Child,
+    base: String,
+}
+
+impl LlamaCppServer {
+    fn start() -> Self {
+        let pylib = std::env::var("PROVISO_LLAMACPP_PY")
+            .map_or_else(|_| root().join("target/llamacpp-py"), PathBuf::from);
+        let probe = Command::new("python3")
+            .args(["-c", "import llama_cpp.server.app"])
+            .env("PYTHONPATH", &pylib)
+            .status()
+            .unwrap();
+        assert!(
+            probe.success(),
+            "llama-cpp-python's server is not installed in {}: run scripts/setup",
+            pylib.display()
+        );
+        let model = Command::new(env!("CARGO_BIN_EXE_proviso"))
+            .args(["model", "fetch"])
+            .output()
+            .unwrap();
+        assert!(model.status.success(), "{model:?}");
+        let model = String::from_utf8_lossy(&model.stdout).trim().to_owned();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                &model,
+                "--host",
+                "127.0.0.1",
+            ])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--n_ctx",
+                "2048",
+                "--n_threads",
+                "2",
+            ])
+            .args(["--n_threads_batch", "2"])
+            .env("PYTHONPATH", &pylib)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let started = std::time::Instant::now();
+        while ureq::get(&format!("{base}/v1/models")).call().is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "llama-cpp-python's server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        Self { child, base }
+    }
+}
+
+impl Drop for LlamaCppServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gateway's llama.cpp dialect against a real llama.cpp server (llama-cpp-python's,
+/// built by `scripts/setup`): GBNF grammars for tool calls, schemas and choices travel in its
+/// `grammar` field, and every answer that comes back has passed proviso's gates.
+#[test]
+fn the_gateway_speaks_to_a_real_llama_cpp_server() {
+    let _serial = serial();
+    let upstream = LlamaCppServer::start();
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "llamacpp"]);
+    let question =
+        json!([{"role": "user", "content": "Which arms of trial NCT04123456 were terminated?"}]);
+    // A required tool call: written under the exported GBNF, read as hermes, gated.
+    let (status, body) = gateway.post(
+        &json!({"messages": question, "tools": tools(),
+        "tool_choice": "required", "temperature": 0, "max_tokens": 80})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    let arguments: Value = serde_json::from_str(
+        choice["message"]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let trial = arguments["trial_id"].as_str().unwrap();
+    assert!(
+        trial.len() == 11
+            && trial.starts_with("NCT")
+            && trial[3..].bytes().all(|b| b.is_ascii_digit()),
+        "{body}"
+    );
+    // A response schema, as a GBNF grammar: the answer passes the schema's contract.
+    let schema = json!({"type": "object", "properties": {"arm": {"type": "string", "enum": ["A", "B", "C"]},
+        "terminated": {"type": "boolean"}}, "required": ["arm", "terminated"], "additionalProperties": false});
+    let (status, body) = gateway.post(&json!({"messages": question, "temperature": 0, "max_tokens": 60,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "arm", "schema": schema, "strict": true}}}).to_string(), "application/json");
+    assert_eq!(status, 200, "{body}");
+    let answer: Value =
+        serde_json::from_str(body["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    assert!(
+        ["A", "B", "C"].contains(&answer["arm"].as_str().unwrap()),
+        "{body}"
+    );
+    assert!(answer["terminated"].is_boolean(), "{body}");
+    // A choice of strings, as a grammar of alternatives.
+    let (status, body) = gateway.post(
+        &json!({"messages": question, "temperature": 0,
+        "guided_choice": ["terminated", "completed"]})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(["terminated", "completed"].contains(&content), "{body}");
+    // What llama.cpp cannot enforce is refused by name, before anything is sent.
+    let (status, body) = gateway.post(
+        &json!({"messages": question, "guided_regex": "[a-z]+"}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "guided_regex", "{body}");
+}
+
 #[test]
 fn the_openai_python_client() {
     let _serial = serial();
