@@ -166,6 +166,109 @@ fn a_full_kv_budget_is_answered_with_503_and_retry_after() {
 }
 
 #[test]
+fn custom_tools_take_input_in_their_own_format() {
+    let _serial = serial();
+    let server = Server::start(&["--parallel", "1"]);
+    let phone = json!({"type": "custom", "custom": {"name": "dial",
+        "description": "Dials a phone number.",
+        "format": {"type": "grammar", "grammar": {"syntax": "regex", "definition": "[0-9]{3}-[0-9]{4}"}}}});
+    let question = json!([{"role": "user", "content": "Call 555-0134 for me."}]);
+    let (status, body) = server.post(
+        &json!({"messages": question, "tools": [phone, tools()[0]],
+        "tool_choice": {"type": "custom", "custom": {"name": "dial"}}, "temperature": 0})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    let call = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "custom", "{body}");
+    assert_eq!(call["custom"]["name"], "dial", "{body}");
+    let input = call["custom"]["input"].as_str().unwrap();
+    assert!(
+        input.len() == 8
+            && input.as_bytes()[3] == b'-'
+            && input.replace('-', "").bytes().all(|b| b.is_ascii_digit()),
+        "{body}"
+    );
+    // The call sent back in the custom form continues the conversation.
+    let mut turns = question.as_array().unwrap().clone();
+    turns.push(json!({"role": "assistant", "content": null, "tool_calls": [call]}));
+    turns.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "connected"}));
+    let (status, body) = server.post(
+        &json!({"messages": turns, "tools": [phone], "tool_choice": "none",
+        "temperature": 0, "max_tokens": 20})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
+    // The Responses API declares custom tools flat and answers with a custom_tool_call item.
+    let (status, body) = server.post_to("/v1/responses", &json!({"input": "Call 555-0134 for me.",
+        "tools": [{"type": "custom", "name": "dial", "format": {"type": "grammar", "syntax": "regex", "definition": "[0-9]{3}-[0-9]{4}"}}],
+        "tool_choice": {"type": "custom", "name": "dial"}, "temperature": 0}).to_string());
+    assert_eq!(status, 200, "{body}");
+    let item = &body["output"][0];
+    assert_eq!(item["type"], "custom_tool_call", "{body}");
+    assert_eq!(item["input"].as_str().unwrap().len(), 8, "{body}");
+    // A Lark input grammar, when `tool_choice` names the tool, is the whole output's grammar:
+    // the answer is one call whose input the grammar wrote, streamed or not.
+    let lark = json!({"type": "custom", "custom": {"name": "sql", "description": "Runs a query.",
+        "format": {"type": "grammar", "grammar": {"syntax": "lark",
+            "definition": "start: \"SELECT \" COLUMN \" FROM trials WHERE id = \" ID\nCOLUMN: \"arm\" | \"status\"\nID: /NCT[0-9]{8}/"}}}});
+    let ask = json!([{"role": "user", "content": "What is the status of trial NCT04123456?"}]);
+    let request = json!({"messages": ask, "tools": [lark, tools()[0]],
+        "tool_choice": {"type": "custom", "custom": {"name": "sql"}}, "temperature": 0});
+    let (status, body) = server.post(&request.to_string(), "application/json");
+    assert_eq!(status, 200, "{body}");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "custom", "{body}");
+    let input = call["custom"]["input"].as_str().unwrap();
+    assert!(
+        input.starts_with("SELECT ") && input.contains(" FROM trials WHERE id = NCT"),
+        "{body}"
+    );
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    let text = ureq::post(&format!("{}/v1/chat/completions", server.base))
+        .set("Content-Type", "application/json")
+        .send_string(&streamed.to_string())
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        text.contains("\"type\":\"custom\"") && text.contains(input),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\"content\":\"SELECT"),
+        "the input was streamed as text: {text}"
+    );
+    // The same through the Responses API, whose custom tools are declared flat.
+    let flat = json!({"type": "custom", "name": "sql", "format": {"type": "grammar", "syntax": "lark",
+        "definition": lark["custom"]["format"]["grammar"]["definition"]}});
+    let (status, body) = server.post_to(
+        "/v1/responses",
+        &json!({"input": ask, "tools": [flat],
+        "tool_choice": {"type": "custom", "name": "sql"}, "temperature": 0})
+        .to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["output"][0]["type"], "custom_tool_call", "{body}");
+    assert_eq!(body["output"][0]["input"], input, "{body}");
+    // Among other tools, without being named, a Lark custom tool is refused by name.
+    let (status, body) = server.post(
+        &json!({"messages": question, "tools": [lark]}).to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["error"]["param"], "tools[0].custom.format.grammar.syntax",
+        "{body}"
+    );
+}
+
+#[test]
 fn logprobs_describe_the_returned_tokens() {
     let _serial = serial();
     let server = Server::start(&["--parallel", "1"]);

@@ -767,7 +767,14 @@ async fn responses_route<B: Backend>(
             return Err(internal_error(&id, "no choice"));
         };
         let response_id = meta.id.replacen("chatcmpl", "resp", 1);
-        let rendered = responses::render(&response_id, meta.created, &meta.model, &value, choice);
+        let rendered = responses::render(
+            &response_id,
+            meta.created,
+            &meta.model,
+            &value,
+            choice,
+            &meta.custom_tools,
+        );
         if translated.store {
             s.responses
                 .lock()
@@ -1040,6 +1047,8 @@ async fn submit<B: Backend>(
         Err(e) => return Err(invalid(e)),
     };
     let (stream, include_usage) = (request.stream, request.include_usage);
+    let custom_tools = request.custom_tools.clone();
+    let custom_call = request.custom_call.clone();
     // Compiling a grammar recurses and can take a while: on the compile threads (large
     // stacks, bounded in number), never on the reactor, within the compile timeout.
     let job = match s
@@ -1099,6 +1108,8 @@ async fn submit<B: Backend>(
         created: created(),
         model: s.backend.model_id().to_owned(),
         kind,
+        custom_tools,
+        custom_call,
     };
     Ok(Submitted {
         receiver,
@@ -1150,6 +1161,10 @@ async fn run_to_end<B: Backend>(
                 o.completion_tokens = choices.iter().map(|c| c.completion_tokens).sum();
                 o.finish_reason = choices.first().map(|c| c.finish_reason.as_str().to_owned());
             });
+            let choices = choices
+                .into_iter()
+                .map(|c| as_custom_call(&meta, c))
+                .collect();
             Ok((meta, choices))
         }
         Err(e) => {
@@ -1242,14 +1257,62 @@ struct Meta {
     created: u64,
     model: String,
     kind: Kind,
+    /// Tools the request declared as custom: their calls are answered in the custom form.
+    custom_tools: Vec<String>,
+    /// A custom tool named by `tool_choice` whose Lark grammar was the whole output.
+    custom_call: Option<String>,
 }
 
-fn tool_calls_json(choice: &ChoiceResult) -> Value {
+/// A choice generated under a named custom tool's own grammar, as the call to that tool it
+/// is: its whole text is the input. A fragment (cut or looping) stays text.
+fn as_custom_call(meta: &Meta, mut choice: ChoiceResult) -> ChoiceResult {
+    let Some(name) = &meta.custom_call else {
+        return choice;
+    };
+    if choice.finish_reason != crate::FinishReason::Stop {
+        return choice;
+    }
+    let input = choice.content.take().unwrap_or_default();
+    choice.tool_calls = vec![crate::ToolCallOut {
+        id: format!("call_{}_{}", meta.id, choice.index),
+        name: name.clone(),
+        arguments: json!({"input": input}).to_string(),
+    }];
+    choice.finish_reason = crate::FinishReason::ToolCalls;
+    choice.logprobs = None;
+    choice
+}
+
+/// A call's `input` when `call` is to a custom tool (declared as a function of one string
+/// argument, `input`, which the gates have checked).
+pub(crate) fn custom_input(custom_tools: &[String], call: &crate::ToolCallOut) -> Option<String> {
+    if !custom_tools.contains(&call.name) {
+        return None;
+    }
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()?
+        .get("input")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn tool_call_json(meta: &Meta, c: &crate::ToolCallOut) -> Value {
+    match custom_input(&meta.custom_tools, c) {
+        Some(input) => {
+            json!({"id": c.id, "type": "custom", "custom": {"name": c.name, "input": input}})
+        }
+        None => {
+            json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+        }
+    }
+}
+
+fn tool_calls_json(meta: &Meta, choice: &ChoiceResult) -> Value {
     Value::Array(
         choice
             .tool_calls
             .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .map(|c| tool_call_json(meta, c))
             .collect(),
     )
 }
@@ -1309,7 +1372,7 @@ fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
                 .map(|c| {
                     let mut message = json!({"role": "assistant", "content": c.content, "refusal": null});
                     if !c.tool_calls.is_empty() {
-                        message["tool_calls"] = tool_calls_json(c);
+                        message["tool_calls"] = tool_calls_json(meta, c);
                     }
                     json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()})
                 })
@@ -1389,6 +1452,11 @@ impl StreamState {
                 json!({"index": index, "text": text, "logprobs": null, "finish_reason": null})
             }
             (Kind::Completion, Delta::ToolCall { .. }) => return,
+            // A named custom tool's input is sent as one call when it is complete.
+            (Kind::Chat, Delta::Content(_)) if self.meta.custom_call.is_some() => {
+                self.started_choices.retain(|&i| i != index);
+                return;
+            }
             (Kind::Chat, Delta::Content(text)) => {
                 let mut delta = json!({"content": text});
                 if first {
@@ -1403,16 +1471,27 @@ impl StreamState {
                     call,
                 },
             ) => {
-                // The call's header first, then its arguments, as OpenAI streams them.
-                let mut head = json!({"tool_calls": [{"index": call_index, "id": call.id, "type": "function",
-                    "function": {"name": call.name, "arguments": ""}}]});
-                if first {
-                    head["role"] = json!("assistant");
-                    head["content"] = Value::Null;
+                if let Some(input) = custom_input(&self.meta.custom_tools, &call) {
+                    // A custom call is sent whole, in one delta.
+                    let mut delta = json!({"tool_calls": [{"index": call_index, "id": call.id, "type": "custom",
+                        "custom": {"name": call.name, "input": input}}]});
+                    if first {
+                        delta["role"] = json!("assistant");
+                        delta["content"] = Value::Null;
+                    }
+                    json!({"index": index, "delta": delta, "logprobs": null, "finish_reason": null})
+                } else {
+                    // The call's header first, then its arguments, as OpenAI streams them.
+                    let mut head = json!({"tool_calls": [{"index": call_index, "id": call.id, "type": "function",
+                        "function": {"name": call.name, "arguments": ""}}]});
+                    if first {
+                        head["role"] = json!("assistant");
+                        head["content"] = Value::Null;
+                    }
+                    self.pending.push_back(chunk(&self.meta, json!([{"index": index, "delta": head, "logprobs": null, "finish_reason": null}])));
+                    json!({"index": index, "delta": {"tool_calls": [{"index": call_index, "function": {"arguments": call.arguments}}]},
+                        "logprobs": null, "finish_reason": null})
                 }
-                self.pending.push_back(chunk(&self.meta, json!([{"index": index, "delta": head, "logprobs": null, "finish_reason": null}])));
-                json!({"index": index, "delta": {"tool_calls": [{"index": call_index, "function": {"arguments": call.arguments}}]},
-                    "logprobs": null, "finish_reason": null})
             }
         };
         self.pending.push_back(chunk(&self.meta, json!([choice])));
@@ -1422,7 +1501,26 @@ impl StreamState {
         self.metrics.duration(self.started.elapsed());
         match result {
             Ok(choices) => {
+                let choices: Vec<ChoiceResult> = choices
+                    .into_iter()
+                    .map(|c| as_custom_call(&self.meta, c))
+                    .collect();
                 for c in &choices {
+                    if self.meta.custom_call.is_some() {
+                        if let Some(call) = c.tool_calls.first() {
+                            self.delta(
+                                c.index,
+                                Delta::ToolCall {
+                                    index: 0,
+                                    call: call.clone(),
+                                },
+                            );
+                        } else if let Some(text) = &c.content {
+                            // A fragment: its text, which was held back, is sent now.
+                            let delta = json!({"role": "assistant", "content": text});
+                            self.pending.push_back(chunk(&self.meta, json!([{"index": c.index, "delta": delta, "logprobs": null, "finish_reason": null}])));
+                        }
+                    }
                     let finish = match self.meta.kind {
                         Kind::Chat => {
                             json!({"index": c.index, "delta": {}, "logprobs": null, "finish_reason": c.finish_reason.as_str()})

@@ -152,6 +152,12 @@ pub struct GenerationRequest {
     pub include_usage: bool,
     /// Token log-probabilities with this many alternatives each (`None`: not asked for).
     pub logprobs: Option<u8>,
+    /// Tools declared as custom tools: `tools` holds them as functions of one string
+    /// argument, `input`, and their calls are answered in the custom form.
+    pub custom_tools: Vec<String>,
+    /// A custom tool that `tool_choice` names and whose input is a Lark grammar: the whole
+    /// output is generated under that grammar and answered as one call to this tool.
+    pub custom_call: Option<String>,
 }
 
 /// Why a choice ended, exactly.

@@ -3,7 +3,7 @@
 //! A Responses request is translated into a chat completions request ([`to_chat`]), so it
 //! passes the same wire checks, the same constraint compilation, the same backend and the
 //! same gates; the accepted choice is then written as a Response object ([`render`]) or as
-//! the Responses stream's events ([`events`]). What cannot be honoured (custom tools, images,
+//! the Responses stream's events ([`events`]). What cannot be honoured (built-in tools, images,
 //! reasoning settings, unknown fields) is refused by name, as everywhere else.
 
 use std::collections::{HashMap, VecDeque};
@@ -128,18 +128,14 @@ pub(crate) fn to_chat(
     }
     if let (Some(names), Some(list)) = (&allowed, &mut tools) {
         for name in names {
-            if !list.iter().any(|t| t["function"]["name"] == name.as_str()) {
+            if !list.iter().any(|t| tool_name(t) == Some(name.as_str())) {
                 return Err(InvalidRequest::new(
                     "tool_choice.tools",
                     format!("`{name}` is not among the request's tools"),
                 ));
             }
         }
-        list.retain(|t| {
-            t["function"]["name"]
-                .as_str()
-                .is_some_and(|n| names.iter().any(|a| a == n))
-        });
+        list.retain(|t| tool_name(t).is_some_and(|n| names.iter().any(|a| a == n)));
     }
     let mut messages = Vec::with_capacity(conversation.len() + 1);
     if let Some(text) = instructions {
@@ -216,7 +212,32 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                         .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
                 }
             }
-            "function_call_output" => {
+            "custom_tool_call" => {
+                let field = |name: &str| {
+                    item.get(name).and_then(Value::as_str).ok_or_else(|| {
+                        InvalidRequest::new(
+                            format!("{param}.{name}"),
+                            format!("a custom tool call needs `{name}` as a string"),
+                        )
+                    })
+                };
+                let call = json!({"id": field("call_id")?, "type": "custom",
+                    "custom": {"name": field("name")?, "input": field("input")?}});
+                match messages.last_mut() {
+                    Some(last)
+                        if last["role"] == "assistant"
+                            && last["content"].is_null()
+                            && last["tool_calls"].is_array() =>
+                    {
+                        if let Some(calls) = last["tool_calls"].as_array_mut() {
+                            calls.push(call);
+                        }
+                    }
+                    _ => messages
+                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+                }
+            }
+            "function_call_output" | "custom_tool_call_output" => {
                 let call_id = item.get("call_id").and_then(Value::as_str).ok_or_else(|| {
                     InvalidRequest::new(
                         format!("{param}.call_id"),
@@ -280,7 +301,14 @@ fn message_text(content: Option<&Value>, param: &str) -> Result<String> {
     }
 }
 
-/// Function tools, in the chat completions form.
+/// A chat-form tool's name, function or custom.
+fn tool_name(tool: &Value) -> Option<&str> {
+    tool.pointer("/function/name")
+        .or_else(|| tool.pointer("/custom/name"))
+        .and_then(Value::as_str)
+}
+
+/// Function and custom tools, in the chat completions form.
 fn function_tools(value: &Value) -> Result<Vec<Value>> {
     let tools = value
         .as_array()
@@ -291,6 +319,24 @@ fn function_tools(value: &Value) -> Result<Vec<Value>> {
         .map(|(i, tool)| {
             match tool.get("type").and_then(Value::as_str) {
                 Some("function") => {}
+                Some("custom") => {
+                    // In the chat form; the chat reader turns it into a function of `input`.
+                    let mut custom = Map::new();
+                    for key in ["name", "description"] {
+                        if let Some(v) = tool.get(key).filter(|v| !v.is_null()) {
+                            custom.insert(key.into(), v.clone());
+                        }
+                    }
+                    if let Some(format) = tool.get("format").filter(|f| !f.is_null()) {
+                        let converted = match format.get("type").and_then(Value::as_str) {
+                            Some("grammar") => json!({"type": "grammar", "grammar": {
+                                "syntax": format.get("syntax"), "definition": format.get("definition")}}),
+                            _ => format.clone(),
+                        };
+                        custom.insert("format".into(), converted);
+                    }
+                    return Ok(json!({"type": "custom", "custom": custom}));
+                }
                 other => {
                     return Err(InvalidRequest::unsupported(
                         format!("tools[{i}].type"),
@@ -318,14 +364,11 @@ fn tool_choice(value: &Value) -> Result<(Value, Option<Vec<String>>)> {
         return Ok((value.clone(), None));
     }
     match value.get("type").and_then(Value::as_str) {
-        Some("function") => {
+        Some(kind @ ("function" | "custom")) => {
             let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
-                InvalidRequest::new("tool_choice.name", "a function choice needs `name`")
+                InvalidRequest::new("tool_choice.name", format!("a {kind} choice needs `name`"))
             })?;
-            Ok((
-                json!({"type": "function", "function": {"name": name}}),
-                None,
-            ))
+            Ok((json!({"type": kind, kind: {"name": name}}), None))
         }
         Some("allowed_tools") => {
             let mode = value.get("mode").and_then(Value::as_str).unwrap_or("auto");
@@ -401,7 +444,7 @@ fn text_format(value: &Value, chat: &mut Map<String, Value>) -> Result<()> {
 }
 
 /// The output items of an accepted choice, and its status.
-pub(crate) fn output(id: &str, choice: &ChoiceResult) -> Vec<Value> {
+pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -> Vec<Value> {
     let mut items = Vec::new();
     if let Some(text) = choice
         .content
@@ -412,10 +455,16 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult) -> Vec<Value> {
             "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}));
     }
     for (i, call) in choice.tool_calls.iter().enumerate() {
-        items.push(
-            json!({"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": call.id,
-            "name": call.name, "arguments": call.arguments, "status": "completed"}),
-        );
+        items.push(match crate::app::custom_input(custom_tools, call) {
+            Some(input) => {
+                json!({"type": "custom_tool_call", "id": format!("ctc_{id}_{i}"), "call_id": call.id,
+                "name": call.name, "input": input, "status": "completed"})
+            }
+            None => {
+                json!({"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": call.id,
+                "name": call.name, "arguments": call.arguments, "status": "completed"})
+            }
+        });
     }
     items
 }
@@ -427,6 +476,7 @@ pub(crate) fn render(
     model: &str,
     request: &Value,
     choice: &ChoiceResult,
+    custom_tools: &[String],
 ) -> Value {
     let (status, incomplete) = match choice.finish_reason {
         FinishReason::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
@@ -442,7 +492,7 @@ pub(crate) fn render(
         "error": null,
         "incomplete_details": incomplete,
         "model": model,
-        "output": output(id, choice),
+        "output": output(id, choice, custom_tools),
         "instructions": field("instructions", Value::Null),
         "tools": field("tools", json!([])),
         "tool_choice": field("tool_choice", json!("auto")),
@@ -508,6 +558,20 @@ pub(crate) fn events(response: &Value) -> Vec<(String, Value)> {
             push(
                 "response.content_part.done",
                 json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": item["content"][0]}),
+            );
+        } else if item["type"] == "custom_tool_call" {
+            started["input"] = json!("");
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": started}),
+            );
+            push(
+                "response.custom_tool_call_input.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": item["input"]}),
+            );
+            push(
+                "response.custom_tool_call_input.done",
+                json!({"item_id": item_id, "output_index": index, "input": item["input"]}),
             );
         } else {
             started["arguments"] = json!("");

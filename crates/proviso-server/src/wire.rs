@@ -433,6 +433,27 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
             })?;
             for (j, call) in calls.iter().enumerate() {
                 let param = format!("{at}.tool_calls[{j}]");
+                if let Some(custom) = call.get("custom") {
+                    // A custom call sent back is the function call it was generated as.
+                    let field = |name: &str| {
+                        custom.get(name).and_then(Value::as_str).ok_or_else(|| {
+                            InvalidRequest::new(
+                                format!("{param}.custom.{name}"),
+                                format!("a custom tool call needs `{name}`"),
+                            )
+                        })
+                    };
+                    tool_calls.push(WireToolCall {
+                        id: call
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        name: field("name")?.to_owned(),
+                        arguments: json!({"input": field("input")?}).to_string(),
+                    });
+                    continue;
+                }
                 let function = call.get("function").ok_or_else(|| {
                     InvalidRequest::new(format!("{param}.function"), "a tool call needs `function`")
                 })?;
@@ -517,6 +538,7 @@ fn tool_choice(
                         .iter()
                         .map(|t| {
                             t.pointer("/function/name")
+                                .or_else(|| t.pointer("/custom/name"))
                                 .or_else(|| t.get("name"))
                                 .and_then(Value::as_str)
                                 .map(str::to_owned)
@@ -550,6 +572,7 @@ fn plain_tool_choice(value: Option<&Value>) -> Result<ToolChoiceRequest> {
         },
         Some(Value::Object(o)) => o
             .get("function")
+            .or_else(|| o.get("custom"))
             .and_then(|f| f.get("name"))
             .and_then(Value::as_str)
             .map(|n| ToolChoiceRequest::Named(n.to_owned()))
@@ -618,13 +641,50 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
     };
     let mut seen = Vec::new();
     let messages = messages(body, &mut seen)?;
+    let mut custom_tools = Vec::new();
+    let mut lark_tools = Vec::new();
     let tools = match take(body, "tools", &mut seen) {
         None => None,
         Some(Value::Array(t)) if t.is_empty() => None,
-        Some(t @ Value::Array(_)) => Some(t.clone()),
+        Some(Value::Array(t)) => {
+            let mut tools = t.clone();
+            let found = custom_as_functions(&mut tools)?;
+            custom_tools = found.names;
+            lark_tools = found.lark;
+            (!tools.is_empty()).then_some(Value::Array(tools))
+        }
         Some(_) => return Err(InvalidRequest::new("tools", "`tools` must be an array")),
     };
-    let (tool_choice, allowed) = tool_choice(body, &mut seen)?;
+    let (mut tool_choice, allowed) = tool_choice(body, &mut seen)?;
+    // A custom tool with a Lark input grammar is served when `tool_choice` names it: the
+    // whole output is its input, generated under its grammar.
+    let mut custom_call = None;
+    if let Some((name, grammar, at)) = lark_tools.first() {
+        match &tool_choice {
+            ToolChoiceRequest::Named(n) if lark_tools.iter().any(|(l, _, _)| l == n) => {
+                let (name, grammar, _) = lark_tools
+                    .iter()
+                    .find(|(l, _, _)| l == n)
+                    .cloned()
+                    .unwrap_or_else(|| (name.clone(), grammar.clone(), at.clone()));
+                custom_tools.push(name.clone());
+                custom_call = Some((name, grammar));
+            }
+            _ => {
+                return Err(InvalidRequest::unsupported(
+                    at.as_str(),
+                    format!(
+                        "the custom tool `{name}` takes a Lark grammar, which is served when \
+                         `tool_choice` names it (its input is then the whole output); among \
+                         other tools, give it a regular expression (`syntax: regex`)"
+                    ),
+                ))
+            }
+        }
+    }
+    if custom_call.is_some() {
+        tool_choice = ToolChoiceRequest::None;
+    }
     // `allowed_tools` restricts the calls the model may write to the named tools; the others
     // are left out of the request (and so of the prompt and the grammar).
     let tools = match (tools, allowed) {
@@ -690,6 +750,19 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
             ))
         }
     };
+    let (constraint, custom_call) = match (custom_call, constraint) {
+        (None, c) => (c, None),
+        (Some((name, grammar)), OutputConstraint::None) => {
+            (OutputConstraint::Lark(grammar), Some(name))
+        }
+        (Some(_), _) => {
+            return Err(InvalidRequest::new(
+                "tool_choice",
+                "a custom tool named by `tool_choice` is its own output format; give no \
+                 `response_format` or guided_* constraint with it",
+            ))
+        }
+    };
     let max_tokens = match (
         take(body, "max_completion_tokens", &mut seen),
         take(body, "max_tokens", &mut seen),
@@ -729,7 +802,117 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         stream: common.stream,
         include_usage: common.include_usage,
         logprobs,
+        custom_tools,
+        custom_call,
     })
+}
+
+/// Custom tools (`{"type": "custom", "custom": {name, description, format}}`) become function
+/// tools with one string argument, `input`, so that every call format, grammar, gate and
+/// export handles them as it handles functions; their calls are written back in the custom
+/// form. The input's format is free text or a regular expression (`format: {"type":
+/// "grammar", "grammar": {"syntax": "regex", "definition"}}`), enforced by the argument's
+/// `pattern`. Returns the custom tools' names.
+///
+/// # Errors
+///
+/// [`InvalidRequest`] naming the field: a Lark grammar (an input grammar that is not regular
+/// cannot be embedded in a call's JSON string), an unknown format, a regular expression that
+/// does not compile.
+pub(crate) fn custom_as_functions(tools: &mut Vec<Value>) -> Result<CustomTools> {
+    let mut names = Vec::new();
+    let mut lark = Vec::new();
+    let mut lark_at = Vec::new();
+    for (i, tool) in tools.iter_mut().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("custom") {
+            continue;
+        }
+        let at = format!("tools[{i}].custom");
+        let custom = tool
+            .get("custom")
+            .ok_or_else(|| InvalidRequest::new(at.as_str(), "a custom tool needs `custom`"))?;
+        let name = custom
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| InvalidRequest::new(format!("{at}.name"), "a custom tool needs `name`"))?
+            .to_owned();
+        let input = match custom.get("format").filter(|f| !f.is_null()) {
+            None => json!({"type": "string"}),
+            Some(format) => match format.get("type").and_then(Value::as_str) {
+                Some("text") => json!({"type": "string"}),
+                Some("grammar") => {
+                    let grammar = format.get("grammar").unwrap_or(&Value::Null);
+                    let definition = grammar
+                        .get("definition")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            InvalidRequest::new(
+                                format!("{at}.format.grammar.definition"),
+                                "a grammar format needs `definition`",
+                            )
+                        })?;
+                    match grammar.get("syntax").and_then(Value::as_str) {
+                        Some("regex") => {
+                            let anchored = format!("^(?:{definition})$");
+                            regex::Regex::new(&anchored).map_err(|e| {
+                                InvalidRequest::new(
+                                    format!("{at}.format.grammar.definition"),
+                                    format!("not a regular expression: {e}"),
+                                )
+                            })?;
+                            json!({"type": "string", "pattern": anchored})
+                        }
+                        Some("lark") => {
+                            // Served only as the whole output, when `tool_choice` names it.
+                            lark.push((
+                                name.clone(),
+                                definition.to_owned(),
+                                format!("{at}.format.grammar.syntax"),
+                            ));
+                            lark_at.push(i);
+                            continue;
+                        }
+                        _ => {
+                            return Err(InvalidRequest::new(
+                                format!("{at}.format.grammar.syntax"),
+                                "`syntax` is `regex` or `lark`",
+                            ))
+                        }
+                    }
+                }
+                _ => {
+                    return Err(InvalidRequest::new(
+                        format!("{at}.format.type"),
+                        "a custom tool's format is `text` or `grammar`",
+                    ))
+                }
+            },
+        };
+        let mut function = serde_json::Map::new();
+        function.insert("name".into(), json!(name));
+        if let Some(d) = custom.get("description").filter(|d| !d.is_null()) {
+            function.insert("description".into(), d.clone());
+        }
+        function.insert(
+            "parameters".into(),
+            json!({"type": "object", "properties": {"input": input}, "required": ["input"],
+                "additionalProperties": false}),
+        );
+        *tool = json!({"type": "function", "function": function});
+        names.push(name);
+    }
+    for i in lark_at.into_iter().rev() {
+        tools.remove(i);
+    }
+    Ok(CustomTools { names, lark })
+}
+
+/// What [`custom_as_functions`] found.
+pub(crate) struct CustomTools {
+    /// Custom tools turned into functions of `input`.
+    names: Vec<String>,
+    /// Custom tools whose input is a Lark grammar: (name, grammar, the field that said so).
+    lark: Vec<(String, String, String)>,
 }
 
 /// Log-probabilities are returned with the whole response: a streamed request asking for
@@ -795,6 +978,8 @@ pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
         stream: common.stream,
         include_usage: common.include_usage,
         logprobs,
+        custom_tools: Vec::new(),
+        custom_call: None,
     })
 }
 
