@@ -728,6 +728,42 @@ fn the_gateway_speaks_to_a_real_llama_cpp_server() {
     assert_eq!(body["error"]["param"], "guided_regex", "{body}");
 }
 
+/// instructor, pydantic-ai (chat and Responses models), langchain-openai (structured output
+/// both ways, bound tools, the Responses API) and litellm, as their documentation uses them,
+/// against the real model.
+#[test]
+fn client_libraries() {
+    let _serial = serial();
+    let pylib = std::env::var("PROVISO_PYCLIENTS")
+        .map_or_else(|_| root().join("target/pyclients"), PathBuf::from);
+    let probe = Command::new("python3")
+        .args(["-c", "import instructor, pydantic_ai, langchain_openai, litellm"])
+        .env("PYTHONPATH", &pylib)
+        .status()
+        .unwrap();
+    assert!(
+        probe.success(),
+        "the client libraries are not installed in {}: run scripts/setup",
+        pylib.display()
+    );
+    let server = Server::start(&[]);
+    let out = Command::new("python3")
+        .arg(root().join("crates/proviso-cli/tests/client_libraries.py"))
+        .arg(&server.base)
+        .env("PYTHONPATH", &pylib)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all ok"));
+}
+
 #[test]
 fn the_openai_python_client() {
     let _serial = serial();
