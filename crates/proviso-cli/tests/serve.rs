@@ -589,6 +589,42 @@ fn memory_returns_to_its_baseline_after_rejected_large_requests() {
     );
 }
 
+/// The folder `scripts/setup` installed Python packages into (`var` overrides `default`,
+/// relative to the repository), after checking that `imports` import from it.
+fn python_packages(var: &str, default: &str, imports: &str, what: &str) -> PathBuf {
+    let pylib = std::env::var(var).map_or_else(|_| root().join(default), PathBuf::from);
+    let probe = Command::new("python3")
+        .args(["-c", &format!("import {imports}")])
+        .env("PYTHONPATH", &pylib)
+        .status()
+        .unwrap();
+    assert!(
+        probe.success(),
+        "{what} not installed in {}: run scripts/setup",
+        pylib.display()
+    );
+    pylib
+}
+
+/// Runs a Python client script against `server` and asserts it ends with `all ok`.
+fn run_client_script(script: &str, pylib: &PathBuf, server: &Server) {
+    let out = Command::new("python3")
+        .arg(root().join("crates/proviso-cli/tests").join(script))
+        .arg(&server.base)
+        .env("PYTHONPATH", pylib)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all ok"));
+}
+
 /// llama-cpp-python's OpenAI-compatible server on the default model, stopped when dropped.
 struct LlamaCppServer {
     child: Child,
@@ -597,17 +633,11 @@ struct LlamaCppServer {
 
 impl LlamaCppServer {
     fn start() -> Self {
-        let pylib = std::env::var("PROVISO_LLAMACPP_PY")
-            .map_or_else(|_| root().join("target/llamacpp-py"), PathBuf::from);
-        let probe = Command::new("python3")
-            .args(["-c", "import llama_cpp.server.app"])
-            .env("PYTHONPATH", &pylib)
-            .status()
-            .unwrap();
-        assert!(
-            probe.success(),
-            "llama-cpp-python's server is not installed in {}: run scripts/setup",
-            pylib.display()
+        let pylib = python_packages(
+            "PROVISO_LLAMACPP_PY",
+            "target/llamacpp-py",
+            "llama_cpp.server.app",
+            "llama-cpp-python's server is",
         );
         let model = Command::new(env!("CARGO_BIN_EXE_proviso"))
             .args(["model", "fetch"])
@@ -734,66 +764,27 @@ fn the_gateway_speaks_to_a_real_llama_cpp_server() {
 #[test]
 fn client_libraries() {
     let _serial = serial();
-    let pylib = std::env::var("PROVISO_PYCLIENTS")
-        .map_or_else(|_| root().join("target/pyclients"), PathBuf::from);
-    let probe = Command::new("python3")
-        .args(["-c", "import instructor, pydantic_ai, langchain_openai, litellm"])
-        .env("PYTHONPATH", &pylib)
-        .status()
-        .unwrap();
-    assert!(
-        probe.success(),
-        "the client libraries are not installed in {}: run scripts/setup",
-        pylib.display()
+    let pylib = python_packages(
+        "PROVISO_PYCLIENTS",
+        "target/pyclients",
+        "instructor, pydantic_ai, langchain_openai, litellm",
+        "the client libraries are",
     );
     let server = Server::start(&[]);
-    let out = Command::new("python3")
-        .arg(root().join("crates/proviso-cli/tests/client_libraries.py"))
-        .arg(&server.base)
-        .env("PYTHONPATH", &pylib)
-        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("all ok"));
+    run_client_script("client_libraries.py", &pylib, &server);
 }
 
 #[test]
 fn the_openai_python_client() {
     let _serial = serial();
-    let pylib =
-        std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
-    let probe = Command::new("python3")
-        .args(["-c", "import openai"])
-        .env("PYTHONPATH", &pylib)
-        .status()
-        .unwrap();
-    assert!(
-        probe.success(),
-        "the openai client is not installed in {}: run scripts/setup",
-        pylib.display()
+    let pylib = python_packages(
+        "PROVISO_PYLIB",
+        "target/pylib",
+        "openai",
+        "the openai client is",
     );
     let server = Server::start(&[]);
-    let out = Command::new("python3")
-        .arg(root().join("crates/proviso-cli/tests/openai_client.py"))
-        .arg(&server.base)
-        .env("PYTHONPATH", &pylib)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("all ok"));
+    run_client_script("openai_client.py", &pylib, &server);
 }
 
 /// A fake OpenAI-compatible upstream on axum: every generation request's body is recorded
@@ -1050,22 +1041,14 @@ fn the_gateway_never_trusts_its_upstream() {
 #[test]
 fn the_openai_client_through_a_gateway_to_a_proviso_server() {
     let _serial = serial();
-    let pylib =
-        std::env::var("PROVISO_PYLIB").map_or_else(|_| root().join("target/pylib"), PathBuf::from);
+    let pylib = python_packages(
+        "PROVISO_PYLIB",
+        "target/pylib",
+        "openai",
+        "the openai client is",
+    );
     let upstream = Server::start(&[]);
     // proviso's own server takes `structured_outputs`, as current vLLM does.
     let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "vllm"]);
-    let out = Command::new("python3")
-        .arg(root().join("crates/proviso-cli/tests/openai_client.py"))
-        .arg(&gateway.base)
-        .env("PYTHONPATH", &pylib)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("all ok"));
+    run_client_script("openai_client.py", &pylib, &gateway);
 }

@@ -197,20 +197,7 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                 };
                 let call = json!({"id": field("call_id")?, "type": "function",
                     "function": {"name": field("name")?, "arguments": field("arguments")?}});
-                // Calls of one turn are one assistant message with several calls.
-                match messages.last_mut() {
-                    Some(last)
-                        if last["role"] == "assistant"
-                            && last["content"].is_null()
-                            && last["tool_calls"].is_array() =>
-                    {
-                        if let Some(calls) = last["tool_calls"].as_array_mut() {
-                            calls.push(call);
-                        }
-                    }
-                    _ => messages
-                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
-                }
+                push_call(&mut messages, call);
             }
             "custom_tool_call" => {
                 let field = |name: &str| {
@@ -223,19 +210,7 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                 };
                 let call = json!({"id": field("call_id")?, "type": "custom",
                     "custom": {"name": field("name")?, "input": field("input")?}});
-                match messages.last_mut() {
-                    Some(last)
-                        if last["role"] == "assistant"
-                            && last["content"].is_null()
-                            && last["tool_calls"].is_array() =>
-                    {
-                        if let Some(calls) = last["tool_calls"].as_array_mut() {
-                            calls.push(call);
-                        }
-                    }
-                    _ => messages
-                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
-                }
+                push_call(&mut messages, call);
             }
             "function_call_output" | "custom_tool_call_output" => {
                 let call_id = item.get("call_id").and_then(Value::as_str).ok_or_else(|| {
@@ -268,6 +243,23 @@ fn input(value: &Value) -> Result<Vec<Value>> {
         }
     }
     Ok(messages)
+}
+
+/// Adds a call to the conversation: calls of one turn are one assistant message with
+/// several calls.
+fn push_call(messages: &mut Vec<Value>, call: Value) {
+    match messages.last_mut() {
+        Some(last)
+            if last["role"] == "assistant"
+                && last["content"].is_null()
+                && last["tool_calls"].is_array() =>
+        {
+            if let Some(calls) = last["tool_calls"].as_array_mut() {
+                calls.push(call);
+            }
+        }
+        _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+    }
 }
 
 /// A message's content: a string, or text parts joined.
