@@ -600,7 +600,7 @@ fn python_packages(var: &str, default: &str, imports: &str, what: &str) -> PathB
         .unwrap();
     assert!(
         probe.success(),
-        "{what} not installed in {}: run scripts/setup",
+        "{what} not installed in {}: run scripts/setup --tests",
         pylib.display()
     );
     pylib
