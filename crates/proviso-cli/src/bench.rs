@@ -150,13 +150,7 @@ pub(crate) fn run(command: &BenchCommand) -> Result<ExitCode> {
             let local = LocalModel::open(model.as_deref(), &mut crate::model::report_progress)?;
             let report =
                 proviso_eval::decode_bench::run(&local, &schema, prompt, *max_tokens, *repeats)?;
-            write!(stdout, "{}", report.markdown())?;
-            writeln!(
-                stdout,
-                "\n```json\n{}\n```",
-                serde_json::to_string_pretty(&report)?
-            )?;
-            Ok(ExitCode::SUCCESS)
+            print_report(&mut stdout, &report.markdown(), &report)
         }
         BenchCommand::Batch {
             sequences,
@@ -168,13 +162,22 @@ pub(crate) fn run(command: &BenchCommand) -> Result<ExitCode> {
             }
             let local = LocalModel::open(model.as_deref(), &mut crate::model::report_progress)?;
             let report = proviso_eval::batch_bench::run(&local, sequences, (*max_tokens).max(1))?;
-            write!(stdout, "{}", report.markdown())?;
-            writeln!(
-                stdout,
-                "\n```json\n{}\n```",
-                serde_json::to_string_pretty(&report)?
-            )?;
-            Ok(ExitCode::SUCCESS)
+            print_report(&mut stdout, &report.markdown(), &report)
         }
     }
+}
+
+/// Prints a benchmark's table, then its full report as a JSON block.
+fn print_report(
+    out: &mut impl Write,
+    markdown: &str,
+    report: &impl serde::Serialize,
+) -> Result<ExitCode> {
+    write!(out, "{markdown}")?;
+    writeln!(
+        out,
+        "\n```json\n{}\n```",
+        serde_json::to_string_pretty(report)?
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -149,6 +149,14 @@ struct Slot {
     last_used: u64,
 }
 
+impl Slot {
+    /// Marks the cells from `from` on for removal before the next pass.
+    fn drop_suffix(&mut self, from: usize) {
+        self.drop_from = Some(self.drop_from.map_or(from, |f| f.min(from)));
+        self.used = self.used.min(from);
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     slots: Vec<Slot>,
@@ -413,8 +421,7 @@ impl Engine for SlotEngine {
         }
         let mut state = self.shared.lock();
         let slot = &mut state.slots[self.seq];
-        slot.drop_from = Some(slot.drop_from.map_or(len, |from| from.min(len)));
-        slot.used = slot.used.min(len);
+        slot.drop_suffix(len);
         self.history.truncate(len);
         // The logits belonged to the dropped suffix; the next decode brings new ones.
         self.logits.clear();
@@ -430,11 +437,7 @@ impl Engine for SlotEngine {
             return Ok(());
         }
         if self.history.len() + tokens.len() > self.capacity {
-            return Err(EngineError::Runtime(format!(
-                "the context is full ({} of {} tokens)",
-                self.history.len(),
-                self.capacity
-            )));
+            return Err(crate::context_full(self.history.len(), self.capacity));
         }
         let mut state = self.shared.lock();
         if let Some(why) = &state.stopped {
@@ -601,11 +604,7 @@ fn run(shared: &Shared, mut context: LlamaContext<'static>) {
 fn fail(slot: &mut Slot, error: EngineError) {
     if let Some(pending) = slot.pending.take() {
         if pending.done > 0 {
-            slot.drop_from = Some(
-                slot.drop_from
-                    .map_or(pending.start, |f| f.min(pending.start)),
-            );
-            slot.used = slot.used.min(pending.start);
+            slot.drop_suffix(pending.start);
         }
     }
     slot.result = Some(Err(error));

@@ -355,6 +355,11 @@ impl Tokenizer for LlamaTokenizer {
     }
 }
 
+/// The error of a decode that would overflow a sequence's context.
+fn context_full(len: usize, capacity: usize) -> EngineError {
+    EngineError::Runtime(format!("the context is full ({len} of {capacity} tokens)"))
+}
+
 /// One llama.cpp context running one sequence.
 pub struct LlamaEngine {
     context: LlamaContext<'static>,
@@ -415,10 +420,7 @@ impl Engine for LlamaEngine {
             return Ok(());
         }
         if self.n_past + tokens.len() > self.n_ctx {
-            return Err(EngineError::Runtime(format!(
-                "the context is full ({} of {} tokens)",
-                self.n_past, self.n_ctx
-            )));
+            return Err(context_full(self.n_past, self.n_ctx));
         }
         for chunk in tokens.chunks(self.n_batch) {
             self.batch.clear();

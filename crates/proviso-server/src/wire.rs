@@ -658,33 +658,28 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
     let (mut tool_choice, allowed) = tool_choice(body, &mut seen)?;
     // A custom tool with a Lark input grammar is served when `tool_choice` names it: the
     // whole output is its input, generated under its grammar.
-    let mut custom_call = None;
-    if let Some((name, grammar, at)) = lark_tools.first() {
-        match &tool_choice {
-            ToolChoiceRequest::Named(n) if lark_tools.iter().any(|(l, _, _)| l == n) => {
-                let (name, grammar, _) = lark_tools
-                    .iter()
-                    .find(|(l, _, _)| l == n)
-                    .cloned()
-                    .unwrap_or_else(|| (name.clone(), grammar.clone(), at.clone()));
-                custom_tools.push(name.clone());
-                custom_call = Some((name, grammar));
-            }
-            _ => {
-                return Err(InvalidRequest::unsupported(
-                    at.as_str(),
-                    format!(
-                        "the custom tool `{name}` takes a Lark grammar, which is served when \
-                         `tool_choice` names it (its input is then the whole output); among \
-                         other tools, give it a regular expression (`syntax: regex`)"
-                    ),
-                ))
-            }
+    let named = match &tool_choice {
+        ToolChoiceRequest::Named(n) => lark_tools.iter().find(|(l, _, _)| l == n),
+        _ => None,
+    };
+    let custom_call = match (named, lark_tools.first()) {
+        (Some((name, grammar, _)), _) => {
+            custom_tools.push(name.clone());
+            tool_choice = ToolChoiceRequest::None;
+            Some((name.clone(), grammar.clone()))
         }
-    }
-    if custom_call.is_some() {
-        tool_choice = ToolChoiceRequest::None;
-    }
+        (None, Some((name, _, at))) => {
+            return Err(InvalidRequest::unsupported(
+                at.as_str(),
+                format!(
+                    "the custom tool `{name}` takes a Lark grammar, which is served when \
+                     `tool_choice` names it (its input is then the whole output); among \
+                     other tools, give it a regular expression (`syntax: regex`)"
+                ),
+            ))
+        }
+        (None, None) => None,
+    };
     // `allowed_tools` restricts the calls the model may write to the named tools; the others
     // are left out of the request (and so of the prompt and the grammar).
     let tools = match (tools, allowed) {

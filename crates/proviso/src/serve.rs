@@ -519,6 +519,13 @@ impl Backend for LocalBackend {
     }
 }
 
+/// One worker: its own llama.cpp context, or a slot of a batched one.
+#[derive(Debug)]
+pub struct LocalWorker {
+    generator: Generator<Box<dyn Engine>>,
+    attempts: usize,
+}
+
 impl LocalWorker {
     /// A generation's token log-probabilities, with the tokens' text.
     fn logprobs(&self, generation: &proviso_decode::Generation) -> Vec<TokenLogprobOut> {
@@ -544,16 +551,7 @@ impl LocalWorker {
             })
             .collect()
     }
-}
 
-/// One worker: its own llama.cpp context.
-#[derive(Debug)]
-pub struct LocalWorker {
-    generator: Generator<Box<dyn Engine>>,
-    attempts: usize,
-}
-
-impl LocalWorker {
     /// A step whose calls leave values the conversation states unused may be one call
     /// where the request asks for several: it is regenerated once with its own end, and any
     /// call written twice in a row, avoided; the longer step replaces it only when it passes

@@ -76,25 +76,32 @@ fn options(max_tokens: usize) -> GenerateOptions {
     }
 }
 
-fn alone(cases: &[Case]) -> Vec<String> {
-    let local = local();
+/// The greedy text of `case` on `engine`.
+fn text(engine: impl Engine, case: &Case) -> String {
+    text_on(&mut Generator::new(engine, local().tokenizer()), case)
+}
+
+fn text_on<E: Engine>(generator: &mut Generator<E>, case: &Case) -> String {
+    generator
+        .generate(
+            &case.prompt,
+            case.constraint.as_deref(),
+            &options(case.max_tokens),
+        )
+        .unwrap()
+        .text()
+}
+
+/// The cases decoded one at a time by one context of their own.
+fn alone(cases: &[&Case]) -> Vec<String> {
     let run = RunOptions {
         n_ctx: 1024,
         ..RunOptions::default()
     };
-    let mut generator = Generator::new(local.engine(run).unwrap(), local.tokenizer());
+    let mut generator = Generator::new(local().engine(run).unwrap(), local().tokenizer());
     cases
         .iter()
-        .map(|case| {
-            generator
-                .generate(
-                    &case.prompt,
-                    case.constraint.as_deref(),
-                    &options(case.max_tokens),
-                )
-                .unwrap()
-                .text()
-        })
+        .map(|case| text_on(&mut generator, case))
         .collect()
 }
 
@@ -102,7 +109,7 @@ fn alone(cases: &[Case]) -> Vec<String> {
 fn greedy_texts_are_the_same_alone_and_in_a_batch_that_sequences_join_and_leave() {
     let local = local();
     let cases = cases();
-    let expected = alone(&cases);
+    let expected = alone(&cases.iter().collect::<Vec<_>>());
     let batcher = local
         .model()
         .batcher(BatchOptions::new(cases.len()).with_slot_ctx(1024))
@@ -119,16 +126,7 @@ fn greedy_texts_are_the_same_alone_and_in_a_batch_that_sequences_join_and_leave(
                     // short ones leave it before long ones end.
                     std::thread::sleep(Duration::from_millis(150 * i as u64));
                     let joined = started.elapsed();
-                    let mut generator = Generator::new(engine, local.tokenizer());
-                    let text = generator
-                        .generate(
-                            &case.prompt,
-                            case.constraint.as_deref(),
-                            &options(case.max_tokens),
-                        )
-                        .unwrap()
-                        .text();
-                    (text, joined, started.elapsed())
+                    (text(engine, case), joined, started.elapsed())
                 })
             })
             .collect();
@@ -164,18 +162,7 @@ fn a_cancelled_sequence_frees_its_slot_while_the_others_continue() {
     let local = local();
     let cases = cases();
     let chosen = [&cases[0], &cases[1], &cases[3]];
-    let expected = alone(&[
-        Case {
-            prompt: chosen[1].prompt.clone(),
-            constraint: chosen[1].constraint.clone(),
-            max_tokens: chosen[1].max_tokens,
-        },
-        Case {
-            prompt: chosen[2].prompt.clone(),
-            constraint: chosen[2].constraint.clone(),
-            max_tokens: chosen[2].max_tokens,
-        },
-    ]);
+    let expected = alone(&chosen[1..]);
     let batcher = local
         .model()
         .batcher(BatchOptions::new(3).with_slot_ctx(1024))
@@ -201,17 +188,7 @@ fn a_cancelled_sequence_frees_its_slot_while_the_others_continue() {
             .iter()
             .map(|case| {
                 let engine = batcher.slot().unwrap();
-                scope.spawn(move || {
-                    let mut generator = Generator::new(engine, local.tokenizer());
-                    generator
-                        .generate(
-                            &case.prompt,
-                            case.constraint.as_deref(),
-                            &options(case.max_tokens),
-                        )
-                        .unwrap()
-                        .text()
-                })
+                scope.spawn(move || text(engine, case))
             })
             .collect();
         (
