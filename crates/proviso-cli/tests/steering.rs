@@ -3,7 +3,8 @@
 //! - a call that already ran is unreachable (finite tools) or avoided (open ones);
 //! - the step after evidence, after a rejection, or on the last step must finish;
 //! - a grounded answer quotes only lines that tools returned in the run;
-//! - a degenerate loop stops early with `repetition`, and a retry with penalties follows.
+//! - a degenerate loop stops early with `repetition`, and a retry with penalties follows;
+//! - a retry after a loop or a cut is steered to close, and ends valid within its budget.
 //!
 //! The named tool choice (one call unless parallel calls are explicit) is tested at the
 //! wire in `proviso-server` and end to end by the Python client in `serve.rs`.
@@ -22,7 +23,7 @@ use proviso::harness::{
 };
 use proviso::llama::RunOptions;
 use proviso::tools::{CallFormat, GrammarOptions, Policy, ToolSpec};
-use proviso::{IntentClass, LocalModel, LocalProposer};
+use proviso::{CompiledSchema, IntentClass, LocalModel, LocalProposer, SchemaOptions};
 use proviso_demo::DemoKind;
 use serde_json::{json, Value};
 
@@ -308,4 +309,89 @@ fn a_loop_stops_early_with_repetition_and_a_retry_with_penalties_follows() {
     println!("retry: {:?} {}", again.stop_reason, again.text());
     assert_ne!(again.text(), stopped.text());
     assert!(again.tokens.len() < 400 || again.stop_reason != StopReason::Length);
+}
+
+/// Generates under `schema` with the retries every caller that may regenerate makes, and
+/// returns each attempt's stop reason and where it began to be steered to close, with the
+/// last generation's text.
+fn retried(
+    schema: &Value,
+    request: &str,
+    max_tokens: usize,
+) -> (Vec<(StopReason, Option<usize>, usize)>, String) {
+    let local = local();
+    let compiled = local
+        .compile(
+            &ConstraintSpec::JsonSchema(schema.clone()),
+            &CompileOptions::default(),
+        )
+        .unwrap();
+    let mut generator = Generator::new(
+        local.engine(RunOptions::default()).unwrap(),
+        local.tokenizer(),
+    );
+    let prompt = local.prompt(&[Message::new("user", request)]).unwrap();
+    let options = GenerateOptions {
+        max_tokens,
+        ..GenerateOptions::default()
+    };
+    let mut attempts = Vec::new();
+    let last = generator
+        .generate_retrying(&prompt, Some(&compiled), &options, 3, &mut |_, g| {
+            attempts.push((
+                g.stop_reason.clone(),
+                g.stats.wrap_up_at,
+                g.tokens.len(),
+            ));
+        })
+        .unwrap();
+    println!("{attempts:?} {}", last.text());
+    (attempts, last.text())
+}
+
+fn assert_valid(schema: &Value, text: &str) {
+    let instance: Value = serde_json::from_str(text).expect("a complete JSON text");
+    let validator = CompiledSchema::compile(schema, &SchemaOptions::default()).unwrap();
+    assert!(validator.is_valid(&instance), "{text}");
+}
+
+#[test]
+fn a_retry_after_a_loop_is_steered_to_close_and_ends_valid() {
+    // An object with open additional properties: greedy decoding invents keys until it loops.
+    let schema = json!({"type": "object", "properties": {
+        "apiGroup": {"type": ["string", "null"]}, "kind": {"type": ["string", "null"]},
+        "name": {"type": ["string", "null"]}}, "required": ["apiGroup", "kind", "name"]});
+    let (attempts, text) = retried(
+        &schema,
+        "Write one JSON object for: RoleRef contains information that points to the role being used",
+        600,
+    );
+    assert_eq!(attempts[0].0, StopReason::Repetition);
+    let (stop, wrap_up_at, tokens) = attempts.last().unwrap().clone();
+    assert_eq!(stop, StopReason::GrammarComplete);
+    // The retry is given no more room than the attempt that looped, and closes from there.
+    let looped = attempts[0].2;
+    assert!(wrap_up_at.is_some_and(|at| at <= looped), "{attempts:?}");
+    assert!(tokens < 600, "{attempts:?}");
+    assert_valid(&schema, &text);
+}
+
+#[test]
+fn an_output_cut_by_the_limit_is_regenerated_to_close_within_the_same_budget() {
+    let schema = json!({"type": "object", "properties": {"essay": {"type": "string"}},
+        "required": ["essay"], "additionalProperties": false});
+    let (attempts, text) = retried(
+        &schema,
+        "Write a long essay on the history of Rome, as a JSON object.",
+        40,
+    );
+    assert_eq!(attempts[0].0, StopReason::Length, "{attempts:?}");
+    assert_eq!(attempts[0].1, None);
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let (stop, wrap_up_at, tokens) = attempts[1].clone();
+    assert_eq!(stop, StopReason::GrammarComplete, "{attempts:?}");
+    // The reserve of a 40-token budget is 10 tokens.
+    assert_eq!(wrap_up_at, Some(30));
+    assert!(tokens <= 40);
+    assert_valid(&schema, &text);
 }

@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::constraint::Compiled;
 use crate::engine::{Engine, EngineError, TokenId, Tokenizer};
 use crate::sample::{Sampler, Sampling};
+use crate::wrap::{Nesting, WrapUp};
 
 /// Why generation ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,6 +77,41 @@ pub struct GenerateOptions {
     /// Record each generated token's log-probability and this many most likely
     /// alternatives (`None`: record nothing). See [`TokenLogprob`].
     pub logprobs: Option<usize>,
+    /// Steer a constrained output to close once it repeats or once only a reserve of the
+    /// budget is left, instead of stopping it on repetition (`None`: never). Retries after a
+    /// `repetition` stop turn it on ([`GenerateOptions::against_repetition`]).
+    pub wrap_up: Option<WrapUp>,
+}
+
+impl GenerateOptions {
+    /// These options for a retry after a constrained output was cut by the token limit: the
+    /// same sampling, with the output steered to close once only its reserve of the budget
+    /// is left ([`WrapUp::for_budget`]), so that the same budget does not cut it again.
+    #[must_use]
+    pub fn after_cut(mut self) -> Self {
+        self.wrap_up = Some(WrapUp::for_budget(self.max_tokens));
+        self
+    }
+
+    /// [`GenerateOptions::against_repetition`], with the retry also steered to close once it
+    /// is as long as `looped`, the generation that stopped on repetition.
+    #[must_use]
+    pub fn after_loop(self, looped: &Generation) -> Self {
+        let mut options = self.against_repetition();
+        options.wrap_up = options.wrap_up.map(|w| w.after(looped.tokens.len()));
+        options
+    }
+
+    /// These options for a retry after a `repetition` stop: penalties against repetition
+    /// ([`Sampling::against_repetition`]), and the output steered to close if it loops again
+    /// or nears the end of its budget ([`WrapUp`]), so that the retry ends complete rather
+    /// than at the token limit.
+    #[must_use]
+    pub fn against_repetition(mut self) -> Self {
+        self.sampling = self.sampling.against_repetition();
+        self.wrap_up = Some(WrapUp::for_budget(self.max_tokens));
+        self
+    }
 }
 
 impl Default for GenerateOptions {
@@ -88,6 +124,7 @@ impl Default for GenerateOptions {
             avoid: Vec::new(),
             repetition: Some(RepetitionLimit::default()),
             logprobs: None,
+            wrap_up: None,
         }
     }
 }
@@ -115,7 +152,7 @@ pub struct RepetitionLimit {
 impl Default for RepetitionLimit {
     fn default() -> Self {
         Self {
-            max_period: 48,
+            max_period: 64,
             min_tokens: 48,
             min_repeats: 4,
             min_tokens_digits: 96,
@@ -184,6 +221,9 @@ pub struct Stats {
     /// Time of each forward pass after the prompt.
     #[serde(skip)]
     pub forward_times: Vec<Duration>,
+    /// The generated token count at which the output began to be steered to close
+    /// ([`GenerateOptions::wrap_up`]), if it was.
+    pub wrap_up_at: Option<usize>,
     /// Prompt processing time.
     pub prefill: Duration,
     /// Total time, prompt included.
@@ -228,6 +268,7 @@ impl Stats {
             "generated_tokens": self.generated_tokens,
             "forced_tokens": self.forced_tokens,
             "forward_passes": self.forward_passes,
+            "wrap_up_at": self.wrap_up_at,
             "mask_mean_us": round(Self::mean_us(&self.mask_times)),
             "mask_p99_us": round(Self::percentile_us(&self.mask_times, 99.0)),
             "exposed_mask_mean_us": round(Self::mean_us(&self.exposed_mask_times)),
@@ -431,17 +472,45 @@ impl<E: Engine> Generator<E> {
         bytes: &[u8],
         mut matcher: Option<&mut Matcher>,
         avoid: &[String],
+        closing: Option<Nesting>,
     ) -> Result<TokenId, GenerateError> {
         let logits = self.engine.logits();
+        // While an output is steered to close, only the allowed tokens that leave it least
+        // open are candidates (closing the most strings and brackets, else opening nothing,
+        // else opening a string); the grammar's mask still decides what is allowed at all.
+        let progress = |t: TokenId| {
+            closing.map(|nesting| {
+                nesting.openness_after(self.pieces.get(t as usize).map_or(&[][..], Vec::as_slice))
+            })
+        };
+        let best = closing.and_then(|_| {
+            (0..self.pieces.len())
+                .filter_map(|i| TokenId::try_from(i).ok())
+                .filter(|&t| mask.is_allowed(t) && !self.ends.contains(&t))
+                .filter_map(progress)
+                .min()
+        });
+        let preferred =
+            |t: TokenId| best.is_none() || self.ends.contains(&t) || progress(t) == best;
         let mut passed_over: Vec<TokenId> = Vec::new();
         loop {
-            let token = sampler.sample(logits, |t| mask.is_allowed(t) && !passed_over.contains(&t));
+            let token = sampler.sample(logits, |t| {
+                mask.is_allowed(t) && preferred(t) && !passed_over.contains(&t)
+            });
             let Some(token) = token else {
                 break;
             };
-            if avoid.is_empty()
-                || self.ends.contains(&token)
-                || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid)
+            // The mask can admit a token that llguidance then refuses against bytes it has
+            // already forced (a multi-byte character split across tokens); such a token
+            // would end the generation with a parser error, so another is taken.
+            let consumable = self.ends.contains(&token)
+                || matcher
+                    .as_deref_mut()
+                    .is_none_or(|m| m.validate_tokens(&[token]).is_ok_and(|n| n == 1));
+            if consumable
+                && (avoid.is_empty()
+                    || self.ends.contains(&token)
+                    || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid))
             {
                 return Ok(token);
             }
@@ -534,10 +603,13 @@ impl<E: Engine> Generator<E> {
         self.generate_streaming(prompt, constraint, options, &mut |_| true)
     }
 
-    /// As [`Generator::generate`], regenerating from the same prompt with penalties against
-    /// repetition ([`Sampling::against_repetition`]) while the output stops on repetition,
-    /// at most `attempts` generations in all. `on_attempt` sees each generation. The last
-    /// generation is returned, whatever it ended with.
+    /// As [`Generator::generate`], regenerating from the same prompt while the output does
+    /// not end, at most `attempts` generations in all: after a `repetition` stop with
+    /// penalties against repetition and the retry steered to close
+    /// ([`GenerateOptions::after_loop`]); after a constrained output cut by the token limit,
+    /// steered to close within the same budget ([`GenerateOptions::after_cut`]).
+    /// `on_attempt` sees each generation. The last generation is returned, whatever it
+    /// ended with.
     ///
     /// # Errors
     ///
@@ -555,11 +627,17 @@ impl<E: Engine> Generator<E> {
         loop {
             let generation = self.generate(prompt, constraint, &options)?;
             on_attempt(attempt, &generation);
-            if generation.stop_reason != StopReason::Repetition || attempt >= attempts {
+            if attempt >= attempts {
                 return Ok(generation);
             }
+            options = match generation.stop_reason {
+                StopReason::Repetition => options.after_loop(&generation),
+                StopReason::Length if constraint.is_some() && options.wrap_up.is_none() => {
+                    options.after_cut()
+                }
+                _ => return Ok(generation),
+            };
             attempt += 1;
-            options.sampling = options.sampling.against_repetition();
         }
     }
 
@@ -654,6 +732,8 @@ impl<E: Engine> Generator<E> {
         )?;
         stats.prefill = prefill;
         let budget = options.max_tokens.min(capacity - prompt.len());
+        // Where the output stands in its strings and brackets, for steering it to close.
+        let mut nesting = Nesting::default();
         let stop_reason = loop {
             if out.tokens.len() >= budget {
                 break StopReason::Length;
@@ -668,12 +748,21 @@ impl<E: Engine> Generator<E> {
                     forced[..take].to_vec()
                 }
                 Some(Next::Mask(mask)) => {
+                    if let Some(wrap_up) = &options.wrap_up {
+                        if stats.wrap_up_at.is_none()
+                            && wrap_up.starts(out.tokens.len(), budget - out.tokens.len())
+                        {
+                            stats.wrap_up_at = Some(out.tokens.len());
+                        }
+                    }
+                    let closing = stats.wrap_up_at.is_some().then_some(nesting);
                     let token = self.sample_avoiding(
                         &mut sampler,
                         &mask,
                         &out.bytes,
                         matcher.as_mut(),
                         &options.avoid,
+                        closing,
                     )?;
                     if self.ends.contains(&token) {
                         break StopReason::GrammarComplete;
@@ -718,6 +807,7 @@ impl<E: Engine> Generator<E> {
                 out.tokens.push(token);
                 if let Some(piece) = self.pieces.get(token as usize) {
                     out.bytes.extend_from_slice(piece);
+                    nesting.feed(piece);
                 }
             }
             let added: usize = chosen
@@ -740,10 +830,19 @@ impl<E: Engine> Generator<E> {
             // grammar's, and checking them would only cost time.
             if sampled {
                 if let Some(limit) = &options.repetition {
-                    if limit.is_degenerate(&out.tokens, |t| {
-                        self.digits.get(t as usize).copied().unwrap_or(false)
-                    }) {
-                        break StopReason::Repetition;
+                    if stats.wrap_up_at.is_none()
+                        && limit.is_degenerate(&out.tokens, |t| {
+                            self.digits.get(t as usize).copied().unwrap_or(false)
+                        })
+                    {
+                        // A constrained output that may be steered to its end is closed
+                        // from here instead of stopped: the grammar still allows only valid
+                        // endings, and the budget bounds the rest.
+                        if options.wrap_up.is_some() && matcher.is_some() {
+                            stats.wrap_up_at = Some(out.tokens.len());
+                        } else {
+                            break StopReason::Repetition;
+                        }
                     }
                 }
             }

@@ -12,6 +12,7 @@ mod engine;
 mod generate;
 mod sample;
 mod tokenizer;
+mod wrap;
 
 pub use chat::{ChatTemplate, Message, TemplateError};
 pub use constraint::{
@@ -25,3 +26,4 @@ pub use generate::{
 pub use llguidance;
 pub use sample::{Dry, Sampler, Sampling};
 pub use tokenizer::ModelTokEnv;
+pub use wrap::WrapUp;

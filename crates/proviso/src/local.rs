@@ -141,8 +141,9 @@ impl LocalModel {
     /// Generates under `compiled` until `contract`'s gates accept, at most `attempts` times.
     /// A retry after a rejected complete output shows the model that output and the gate's
     /// reason as a new user turn; a retry after a `repetition` stop regenerates from the same
-    /// prompt with penalties against repetition on; an output cut by the token limit is not
-    /// retried, since the same budget would cut it again. This is how `relax` stays safe: the grammar enforced a superset, the gates enforce
+    /// prompt with penalties against repetition on and the output steered to close if it
+    /// loops again; an output cut by the token limit is regenerated once, steered to close
+    /// within the same budget (see [`proviso_decode::WrapUp`]). This is how `relax` stays safe: the grammar enforced a superset, the gates enforce
     /// the rest, and nothing that fails the full contract is returned as accepted.
     /// `on_attempt` sees every generation and its verdict.
     ///
@@ -183,9 +184,13 @@ impl LocalModel {
                 // A loop is retried from the same prompt with penalties against repetition:
                 // showing the model its own loop would only prime it to loop again.
                 StopReason::Repetition => {
-                    options.sampling = options.sampling.against_repetition();
+                    options = options.after_loop(&generation);
                 }
-                // The same budget would cut the same output again.
+                // The same budget would cut the same output again, unless it is steered to
+                // close within it; an output already steered is returned as it is.
+                StopReason::Length if options.wrap_up.is_none() => {
+                    options = options.after_cut();
+                }
                 StopReason::Length => {
                     return Ok(CheckedGeneration {
                         generation,

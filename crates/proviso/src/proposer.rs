@@ -123,16 +123,16 @@ impl Proposer for LocalProposer<'_> {
             } else {
                 self.sampling
             };
-        let sampling = if request.against_repetition {
-            sampling.against_repetition()
-        } else {
-            sampling
-        };
         let options = GenerateOptions {
             max_tokens: request.max_tokens,
             sampling,
             avoid: request.avoid.to_vec(),
             ..GenerateOptions::default()
+        };
+        let options = if request.against_repetition {
+            options.against_repetition()
+        } else {
+            options
         };
         let generation = self
             .generator

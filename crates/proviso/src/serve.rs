@@ -671,15 +671,17 @@ impl Worker for LocalWorker {
             let mut rejections = Vec::new();
             let mut completion_tokens = 0;
             let mut attempt = 0;
-            let mut against_repetition = false;
+            // The generation that stopped on repetition, whose retry runs against it.
+            let mut looped: Option<usize> = None;
             // Under a two-phase `auto`, whether the first phase's call was set aside for a
             // text answer.
             let mut answering = false;
             loop {
                 attempt += 1;
                 let mut options = job.options.clone();
-                if against_repetition {
-                    options.sampling = options.sampling.against_repetition();
+                if let Some(tokens) = looped {
+                    options = options.against_repetition();
+                    options.wrap_up = options.wrap_up.map(|w| w.after(tokens));
                 }
                 options.sampling.seed = options
                     .sampling
@@ -712,6 +714,7 @@ impl Worker for LocalWorker {
                     .generate_streaming(&job.prompt, compiled, &options, &mut |b| streamer.push(b))
                     .map_err(|e| run_error(&e))?;
                 let sent_any = streamer.sent_any;
+                let generated = generation.tokens.len();
                 completion_tokens += generation.tokens.len() as u64;
                 sink.generated(generation.tokens.len() as u64);
                 if generation.stop_reason == StopReason::Cancelled {
@@ -770,7 +773,7 @@ impl Worker for LocalWorker {
                 if stop_reason == StopReason::Repetition {
                     if attempt < self.attempts && !sent_any {
                         rejections.push("transport".to_owned());
-                        against_repetition = true;
+                        looped = Some(generated);
                         continue;
                     }
                     choices.push(ChoiceResult {
