@@ -153,16 +153,13 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(url) = &args.upstream {
-        let config = proviso::GatewayConfig {
-            url: url.clone(),
-            kind: args.upstream_kind,
-            model: args.upstream_model.clone(),
-            // A key for the upstream comes from the environment, never from the command line.
-            api_key: std::env::var("PROVISO_UPSTREAM_KEY").ok(),
-            policy: policy.unwrap_or_else(|| LocalBackendConfig::default().policy),
-            attempts: 2,
-            timeout: server.request_timeout,
-        };
+        let mut config = proviso::GatewayConfig::new(url.clone(), args.upstream_kind);
+        config.model.clone_from(&args.upstream_model);
+        // A key for the upstream comes from the environment, never from the command line.
+        config.api_key = std::env::var("PROVISO_UPSTREAM_KEY").ok();
+        config.policy = policy.unwrap_or_else(|| LocalBackendConfig::default().policy);
+        config.timeout = server.request_timeout;
+        config.gbnf = Some(proviso::llama_gbnf());
         let backend = proviso::GatewayBackend::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let label = format!("{} via {url}", proviso::server::Backend::model_id(&backend));
         return listen(args, backend, server, &label);

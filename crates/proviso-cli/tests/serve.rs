@@ -788,15 +788,35 @@ fn the_openai_python_client() {
 }
 
 /// A fake OpenAI-compatible upstream on axum: every generation request's body is recorded
-/// and answered with what `behave` makes of it, as a chat or text completion.
+/// and answered with what `respond` makes of it (given whether it was a chat completion).
 struct FakeUpstream {
     base: String,
     requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 impl FakeUpstream {
+    /// Answers with `behave`'s text, as a complete chat or text completion.
     fn start(behave: fn(&Value) -> String) -> Self {
+        Self::serving(move |body, chat| {
+            let text = behave(body);
+            let choice = if chat {
+                json!({"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}})
+            } else {
+                json!({"index": 0, "finish_reason": "stop", "text": text})
+            };
+            json!({"id": "x", "object": "chat.completion", "model": "fake",
+                "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        })
+    }
+
+    /// Answers every generation request with `reply`, whatever it is.
+    fn replying(reply: Value) -> Self {
+        Self::serving(move |_, _| reply.clone())
+    }
+
+    fn serving(respond: impl Fn(&Value, bool) -> Value + Send + Sync + 'static) -> Self {
         use axum::routing::{get, post};
+        let respond = std::sync::Arc::new(respond);
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -804,18 +824,11 @@ impl FakeUpstream {
         let seen = requests.clone();
         let answer = move |chat: bool| {
             let seen = seen.clone();
+            let respond = respond.clone();
             move |axum::Json(body): axum::Json<Value>| async move {
-                let text = behave(&body);
+                let reply = respond(&body, chat);
                 seen.lock().unwrap().push(body);
-                let choice = if chat {
-                    json!({"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}})
-                } else {
-                    json!({"index": 0, "finish_reason": "stop", "text": text})
-                };
-                axum::Json(
-                    json!({"id": "x", "object": "chat.completion", "model": "fake",
-                    "choices": [choice], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
-                )
+                axum::Json(reply)
             }
         };
         let app = axum::Router::new()
@@ -840,6 +853,11 @@ impl FakeUpstream {
                 });
         });
         Self { base, requests }
+    }
+
+    /// Generation requests received so far.
+    fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
     }
 }
 
@@ -900,52 +918,47 @@ fn the_gateway_speaks_current_vllm_and_catches_an_upstream_that_ignores_it() {
     }
 }
 
-/// A fake upstream that answers every chat completion with `reply`, counting requests.
-fn fake_upstream(reply: Value) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buffer = vec![0_u8; 65536];
-            let mut read = 0;
-            // Read the head, then the body by Content-Length.
-            loop {
-                let n = stream.read(&mut buffer[read..]).unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                read += n;
-                let text = String::from_utf8_lossy(&buffer[..read]).into_owned();
-                if let Some(head_end) = text.find("\r\n\r\n") {
-                    let length = text
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    if read >= head_end + 4 + length {
-                        break;
-                    }
-                }
-            }
-            let request = String::from_utf8_lossy(&buffer[..read]).into_owned();
-            let body = if request.starts_with("GET /v1/models") {
-                json!({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-            } else {
-                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                reply.clone()
-            }
-            .to_string();
-            let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-        }
-    });
-    (base, count)
+/// As llama.cpp's server behaves: a request constrained by a GBNF `grammar` gets an object
+/// of the schema; any other request gets prose.
+fn llama_cpp_like(body: &Value) -> String {
+    if body["grammar"]
+        .as_str()
+        .is_some_and(|g| g.contains("root ::="))
+    {
+        r#"{"answer": "yes"}"#.to_owned()
+    } else {
+        "Sure! Here is the answer: yes".to_owned()
+    }
+}
+
+/// The llama.cpp dialect: a response schema goes upstream as GBNF written by llama.cpp's own
+/// converter (injected into the gateway), and an upstream that ignores it is caught.
+#[test]
+fn the_gateway_speaks_llama_cpp_and_catches_an_upstream_that_ignores_it() {
+    let request = json!({"messages": [{"role": "user", "content": "Yes or no?"}], "max_tokens": 16,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"], "additionalProperties": false}}}});
+    let upstream = FakeUpstream::start(llama_cpp_like);
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "llamacpp"]);
+    let (status, body) = gateway.post(&request.to_string(), "application/json");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        r#"{"answer": "yes"}"#
+    );
+    let sent = upstream.requests.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        sent["grammar"].as_str().unwrap().contains("root ::="),
+        "{sent}"
+    );
+    assert!(sent.get("response_format").is_none(), "{sent}");
+    let liar = FakeUpstream::start(|_| "Sure! Here is the answer: yes".to_owned());
+    let gateway = Server::start(&["--upstream", &liar.base, "--upstream-kind", "llamacpp"]);
+    let (status, body) = gateway.post(&request.to_string(), "application/json");
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "output_rejected", "{body}");
+    // Bounded retries: two attempts, then the error.
+    assert_eq!(liar.count(), 2);
 }
 
 #[test]
@@ -963,8 +976,8 @@ fn the_gateway_never_trusts_its_upstream() {
             "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
             "tool_calls": [{"id": "call_1", "type": "function", "function": function}]}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
-        let (upstream, count) = fake_upstream(reply);
-        let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+        let upstream = FakeUpstream::replying(reply);
+        let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
         let (status, body) = gateway.post(
             &json!({"messages": [{"role": "user", "content": "arms?"}], "tools": tools(), "tool_choice": "required"}).to_string(),
             "application/json",
@@ -972,7 +985,7 @@ fn the_gateway_never_trusts_its_upstream() {
         assert_eq!(status, 502, "{body}");
         assert_eq!(body["error"]["code"], "output_rejected");
         // Bounded retries: two attempts, then the error.
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(upstream.count(), 2);
     }
     // No default stands in for what the transport gate judges: a reply without a stop
     // reason is `missing_stop_reason`, and one without content or calls is `missing_content`.
@@ -993,8 +1006,8 @@ fn the_gateway_never_trusts_its_upstream() {
             "unknown_stop_reason",
         ),
     ] {
-        let (upstream, _) = fake_upstream(reply);
-        let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+        let upstream = FakeUpstream::replying(reply);
+        let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
         let (status, body) = gateway.post(
             &json!({"messages": [{"role": "user", "content": "arms?"}]}).to_string(),
             "application/json",
@@ -1008,8 +1021,8 @@ fn the_gateway_never_trusts_its_upstream() {
     }
     // Tool-call arguments a client sends back that are not a JSON object get the same 422
     // from the gateway as from the local backend (`raw_http_against_the_real_model`).
-    let (upstream, count) = fake_upstream(json!({}));
-    let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "llamacpp"]);
+    let upstream = FakeUpstream::replying(json!({}));
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "llamacpp"]);
     for arguments in ["{trial_id: 1}", "[1]"] {
         let (status, body) = gateway.post(&json!({"messages": [
             {"role": "user", "content": "arms?"},
@@ -1018,14 +1031,14 @@ fn the_gateway_never_trusts_its_upstream() {
         assert_eq!(status, 422, "{body}");
         assert_eq!(body["error"]["param"], "messages[1].tool_calls", "{body}");
     }
-    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(upstream.count(), 0);
     // A valid call passes through, gated.
     let reply = json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
         "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_arm", "arguments": "{\"trial_id\": \"NCT04123456\"}"}}]}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
-    let (upstream, _) = fake_upstream(reply);
-    let gateway = Server::start(&["--upstream", &upstream, "--upstream-kind", "openai"]);
+    let upstream = FakeUpstream::replying(reply);
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
     let (status, body) = gateway.post(
         &json!({"messages": [{"role": "user", "content": "arms?"}], "tools": tools(), "tool_choice": "required"}).to_string(),
         "application/json",

@@ -338,11 +338,7 @@ fn retried(
     let mut attempts = Vec::new();
     let last = generator
         .generate_retrying(&prompt, Some(&compiled), &options, 3, &mut |_, g| {
-            attempts.push((
-                g.stop_reason.clone(),
-                g.stats.wrap_up_at,
-                g.tokens.len(),
-            ));
+            attempts.push((g.stop_reason.clone(), g.stats.wrap_up_at, g.tokens.len()));
         })
         .unwrap();
     println!("{attempts:?} {}", last.text());

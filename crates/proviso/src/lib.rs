@@ -48,20 +48,31 @@ mod local;
 #[cfg(feature = "local")]
 pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
 #[cfg(feature = "local")]
-mod gateway;
-#[cfg(feature = "local")]
-mod judgement;
-#[cfg(feature = "local")]
 mod proposer;
+/// Gateway mode: proviso's server in front of an OpenAI-compatible upstream (re-export of
+/// `proviso-gateway`, which builds without llama.cpp).
+#[cfg(feature = "gateway")]
+pub use proviso_gateway::{
+    GatewayBackend, GatewayConfig, GatewayJob, GatewayWorker, GbnfConverter, UpstreamKind,
+};
+
+/// llama.cpp's own JSON Schema to GBNF converter (`json_schema_to_grammar`), for a gateway
+/// in front of a llama.cpp upstream: the upstream then reads the grammar its own server
+/// would have written for the same schema.
 #[cfg(feature = "local")]
-pub use gateway::{GatewayBackend, GatewayConfig, GatewayJob, GatewayWorker, UpstreamKind};
+#[must_use]
+pub fn llama_gbnf() -> GbnfConverter {
+    GbnfConverter::new(|schema| {
+        proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+    })
+}
 #[cfg(feature = "local")]
 mod serve;
 #[cfg(feature = "local")]
 pub use serve::{LocalBackend, LocalBackendConfig, LocalJob, LocalWorker};
 
 /// The OpenAI-compatible server (re-export of `proviso-server`).
-#[cfg(feature = "local")]
+#[cfg(feature = "gateway")]
 pub mod server {
     pub use proviso_server::*;
 }

@@ -5,7 +5,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use proviso_contract::Contract;
 use proviso_decode::{
     CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, Engine, EngineError,
     GenerateError, GenerateOptions, Generator, Message, Sampling, StopReason, TokenId,
@@ -21,8 +20,10 @@ use proviso_tools::{
 };
 use serde_json::Value;
 
-use crate::judgement::{self as judge, Judge, Judged};
 use crate::local::LocalModel;
+use proviso_judge::{
+    self as judge, call_arguments, contract, rejected_request as rejected, Judge, Judged,
+};
 
 /// How the local backend serves.
 #[derive(Debug, Clone)]
@@ -134,19 +135,6 @@ struct AutoPhase {
     several_calls: bool,
 }
 
-/// A request refused before generation, naming the parameter.
-pub(crate) fn rejected(
-    param: &str,
-    message: impl Into<String>,
-    unsupported: bool,
-) -> RejectedRequest {
-    RejectedRequest {
-        param: Some(param.to_owned()),
-        message: message.into(),
-        unsupported,
-    }
-}
-
 fn constraint_error(param: &str, e: &ConstraintError) -> RejectedRequest {
     match e {
         ConstraintError::Unsupported { keywords } => rejected(
@@ -167,36 +155,6 @@ fn spec_of(grammar: &Grammar) -> ConstraintSpec {
         Grammar::JsonSchema(schema) => ConstraintSpec::JsonSchema(schema.clone()),
         Grammar::Lark(lark) => ConstraintSpec::Lark(lark.clone()),
     }
-}
-
-/// The arguments of a call the client sent back in `messages[i]`: a JSON object, or the
-/// request is refused (422). Every backend reads them here, so none reads a malformed
-/// call as `{}`.
-pub(crate) fn call_arguments(
-    i: usize,
-    call: &proviso_server::WireToolCall,
-) -> Result<serde_json::Map<String, Value>, RejectedRequest> {
-    let param = format!("messages[{i}].tool_calls");
-    match serde_json::from_str::<Value>(&call.arguments) {
-        Ok(Value::Object(arguments)) => Ok(arguments),
-        Ok(_) => Err(rejected(
-            &param,
-            "tool-call arguments must be a JSON object",
-            false,
-        )),
-        Err(e) => Err(rejected(
-            &param,
-            format!("arguments of `{}` are not JSON: {e}", call.name),
-            false,
-        )),
-    }
-}
-
-/// The validator of a response schema; what it cannot enforce is refused by name.
-pub(crate) fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
-    Contract::builder(proviso_decode::strip_extensions(schema))
-        .build()
-        .map_err(|e| rejected(param, format!("the schema cannot be enforced: {e}"), true))
 }
 
 /// The text a call's arguments may come from: the user's and the tools' turns (not the

@@ -3,6 +3,9 @@
 //! proviso's gates before it is returned. The upstream is never trusted: a tool call it
 //! returns is parsed strictly and checked against the declared schema and policies like any
 //! model output, with bounded retries.
+//!
+//! The gateway builds without llama.cpp: a llama.cpp upstream's GBNF comes from the
+//! [`GbnfConverter`] the caller injects (the `proviso` facade injects llama.cpp's own).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +18,9 @@ use proviso_tools::export::{export_schema, export_tools, Dialect};
 use proviso_tools::{instructions, write_call, CallFormat, GrammarOptions, Policy, ToolGate};
 use serde_json::{json, Map, Value};
 
-use crate::judgement::{self as judge, Ended, Judge};
-use crate::serve::{call_arguments, contract, rejected};
+use proviso_judge::{
+    self as judge, call_arguments, contract, rejected_request as rejected, Ended, Judge,
+};
 
 /// Which dialect the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +68,7 @@ impl std::str::FromStr for UpstreamKind {
 
 /// How the gateway reaches its upstream.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GatewayConfig {
     /// The upstream's base URL (`http://host:port`, with or without `/v1`).
     pub url: String,
@@ -79,6 +84,28 @@ pub struct GatewayConfig {
     pub attempts: usize,
     /// Timeout of one upstream call.
     pub timeout: Duration,
+    /// JSON Schema to GBNF, for a llama.cpp upstream (`None`: constrained requests to a
+    /// llama.cpp upstream are refused by name).
+    pub gbnf: Option<GbnfConverter>,
+}
+
+impl GatewayConfig {
+    /// A gateway to `url` in `kind`'s dialect: the upstream's first model, no key, the
+    /// default policy, two attempts per choice, a 120-second timeout and no GBNF converter.
+    /// Set the public fields to change them.
+    #[must_use]
+    pub fn new(url: impl Into<String>, kind: UpstreamKind) -> Self {
+        Self {
+            url: url.into(),
+            kind,
+            model: None,
+            api_key: None,
+            policy: Policy::default(),
+            attempts: 2,
+            timeout: Duration::from_secs(120),
+            gbnf: None,
+        }
+    }
 }
 
 /// The gateway backend.
@@ -143,8 +170,34 @@ pub struct GatewayJob {
     endpoint: &'static str,
 }
 
-fn to_gbnf(schema: &Value) -> Result<String, String> {
-    proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+/// A converter from JSON Schema to GBNF, for a llama.cpp upstream. The gateway does not
+/// convert schemas itself: the facade injects llama.cpp's own converter
+/// (`json_schema_to_grammar`, the one llama.cpp's server applies to a `json_schema`), so
+/// the gateway builds without llama.cpp and a llama.cpp upstream reads the grammar its own
+/// code would have written.
+#[derive(Clone)]
+pub struct GbnfConverter(Arc<dyn Fn(&Value) -> Result<String, String> + Send + Sync>);
+
+impl GbnfConverter {
+    /// Wraps a conversion function.
+    pub fn new(convert: impl Fn(&Value) -> Result<String, String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(convert))
+    }
+
+    /// Converts `schema`.
+    ///
+    /// # Errors
+    ///
+    /// The converter's message when it cannot convert the schema.
+    pub fn convert(&self, schema: &Value) -> Result<String, String> {
+        (self.0)(schema)
+    }
+}
+
+impl std::fmt::Debug for GbnfConverter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GbnfConverter")
+    }
 }
 
 fn wire_messages(
@@ -219,10 +272,19 @@ impl Backend for GatewayBackend {
     }
 
     fn prepare(&self, request: &GenerationRequest) -> Result<GatewayJob, RejectedRequest> {
+        let to_gbnf = |schema: &Value| {
+            match &self.config.gbnf {
+            Some(converter) => converter.convert(schema),
+            None => Err(
+                "this gateway has no JSON Schema to GBNF converter, so it cannot constrain a llama.cpp upstream"
+                    .to_owned(),
+            ),
+        }
+        };
         if request.logprobs.is_some() {
             // The upstream's log-probabilities would describe its own (unchecked) sampling,
             // not the output the gates accepted; they are refused rather than passed on.
-            return Err(crate::serve::rejected(
+            return Err(rejected(
                 "logprobs",
                 "log-probabilities are served by the local model only, not through the gateway",
                 true,

@@ -1,5 +1,6 @@
-//! One judge for every backend: the local model's workers and the gateway's both hand a
-//! finished output here, and get back the same typed result.
+//! One judge for every backend: the local model's workers (`proviso::LocalBackend`) and the
+//! gateway (`proviso-gateway`) both hand a finished output here, and get back the same typed
+//! result; retries and the sending of accepted calls are written here once.
 //!
 //! The order is the gates' order. The transport gate comes first and no default stands in
 //! for what it judges: an upstream envelope is opened by [`proviso_contract::open_envelope`]
@@ -16,12 +17,53 @@ use proviso_server::{
 use proviso_tools::{Finish, Registry, ToolChoice, ToolGate, Usage};
 use serde_json::Value;
 
-use crate::serve::rejected as refused_request;
+/// A request refused before generation, naming the parameter.
+pub fn rejected_request(
+    param: &str,
+    message: impl Into<String>,
+    unsupported: bool,
+) -> RejectedRequest {
+    RejectedRequest {
+        param: Some(param.to_owned()),
+        message: message.into(),
+        unsupported,
+    }
+}
+
+/// The arguments of a call the client sent back in `messages[i]`: a JSON object, or the
+/// request is refused (422). Every backend reads them here, so none reads a malformed
+/// call as `{}`.
+pub fn call_arguments(
+    i: usize,
+    call: &proviso_server::WireToolCall,
+) -> Result<serde_json::Map<String, Value>, RejectedRequest> {
+    let param = format!("messages[{i}].tool_calls");
+    match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(Value::Object(arguments)) => Ok(arguments),
+        Ok(_) => Err(rejected_request(
+            &param,
+            "tool-call arguments must be a JSON object",
+            false,
+        )),
+        Err(e) => Err(rejected_request(
+            &param,
+            format!("arguments of `{}` are not JSON: {e}", call.name),
+            false,
+        )),
+    }
+}
+
+/// The validator of a response schema; what it cannot enforce is refused by name.
+pub fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
+    Contract::builder(proviso_decode::strip_extensions(schema))
+        .build()
+        .map_err(|e| rejected_request(param, format!("the schema cannot be enforced: {e}"), true))
+}
 
 /// The schema a text answer must meet, read from the request the same way for every
 /// backend: a response schema (without proviso's extensions), or any object for
 /// `json_object`.
-pub(crate) fn answer_schema(request: &GenerationRequest) -> Option<Value> {
+pub fn answer_schema(request: &GenerationRequest) -> Option<Value> {
     match &request.constraint {
         OutputConstraint::JsonSchema { schema, .. } => {
             Some(proviso_decode::strip_extensions(schema))
@@ -33,7 +75,7 @@ pub(crate) fn answer_schema(request: &GenerationRequest) -> Option<Value> {
 
 /// The request's tools and tool choice, read the same way for every backend; `None` when
 /// the request declares no tools or forbids calls. A named tool must be declared.
-pub(crate) fn tools(
+pub fn tools(
     request: &GenerationRequest,
 ) -> Result<Option<(Registry, ToolChoice)>, RejectedRequest> {
     let Some(tools) = &request.tools else {
@@ -45,11 +87,11 @@ pub(crate) fn tools(
         ToolChoiceRequest::Required => ToolChoice::Required,
         ToolChoiceRequest::Named(name) => ToolChoice::Named(name.clone()),
     };
-    let registry =
-        Registry::from_openai(tools).map_err(|e| refused_request("tools", e.to_string(), false))?;
+    let registry = Registry::from_openai(tools)
+        .map_err(|e| rejected_request("tools", e.to_string(), false))?;
     if let ToolChoice::Named(name) = &choice {
         if registry.get(name).is_none() {
-            return Err(refused_request(
+            return Err(rejected_request(
                 "tool_choice",
                 format!(
                     "tool_choice names `{name}`, which is not among the declared tools ({})",
@@ -64,7 +106,7 @@ pub(crate) fn tools(
 
 /// How a finished output is judged.
 #[derive(Debug)]
-pub(crate) enum Judge {
+pub enum Judge {
     /// Returned as is (free text, and Lark, whose grammar is the whole contract: no second
     /// parser re-reads it).
     Text,
@@ -78,20 +120,25 @@ pub(crate) enum Judge {
     Contract(Box<Contract>),
     /// The tool gates; text answers pass `answer` when a response schema is given.
     Tools {
+        /// The tool gate the calls pass.
         gate: Box<ToolGate>,
         /// Whether calls arrive in the envelope's `tool_calls` (an upstream's native tools)
         /// rather than written in the text.
         native: bool,
+        /// The response schema's contract a text answer passes, when one is given.
         answer: Option<Box<Contract>>,
     },
 }
 
 /// Why an output was refused: the gate, its stable code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    pub(crate) gate: String,
-    pub(crate) code: String,
-    pub(crate) message: String,
+pub struct Refusal {
+    /// The gate that refused it.
+    pub gate: String,
+    /// The gate's stable code.
+    pub code: String,
+    /// What was wrong, for the client.
+    pub message: String,
 }
 
 impl From<&Rejection> for Refusal {
@@ -116,7 +163,7 @@ impl Refusal {
 
 /// What an output that passed the transport gate is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Judged {
+pub enum Judged {
     /// A text answer (also a JSON answer under a response schema).
     Answer(String),
     /// Accepted calls; `id` is the provider's id when it gave one.
@@ -125,7 +172,7 @@ pub(crate) enum Judged {
 
 /// How an output ended, before it is judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub enum Ended {
     /// Complete: judge it.
     Complete(Judged),
     /// Cut by the token limit: returned as a fragment of text, never judged as a call or an
@@ -139,17 +186,17 @@ impl Judge {
     /// The judge of a `guided_regex` (or `structured_outputs.regex`) constraint: the whole
     /// output must match. The decoder enforces the same expression; an upstream that ignored
     /// it is caught here.
-    pub(crate) fn pattern(regex: &str, param: &str) -> Result<Self, RejectedRequest> {
+    pub fn pattern(regex: &str, param: &str) -> Result<Self, RejectedRequest> {
         regex::Regex::new(&format!("^(?:{regex})$"))
             .map(|r| Self::Pattern(Box::new(r)))
-            .map_err(|e| refused_request(param, format!("not a regular expression: {e}"), false))
+            .map_err(|e| rejected_request(param, format!("not a regular expression: {e}"), false))
     }
 
     /// The complete calls of a step that was cut or looped inside a later call, as a step of
     /// its own (see [`proviso_tools::CallFormat::complete_calls`]); `None` for every other
     /// judge and for native calls. The caller judges the result as a complete output: a
     /// valid first call is not lost because the model went on writing.
-    pub(crate) fn complete_calls(&self, fragment: &str) -> Option<String> {
+    pub fn complete_calls(&self, fragment: &str) -> Option<String> {
         match self {
             Self::Tools {
                 gate,
@@ -161,7 +208,7 @@ impl Judge {
     }
 
     /// Judges a complete output of the local model (its stop reason was a natural end).
-    pub(crate) fn local(
+    pub fn local(
         &self,
         text: &str,
         id: &mut dyn FnMut(usize) -> String,
@@ -176,7 +223,7 @@ impl Judge {
     }
 
     /// Judges an upstream's response envelope: the transport gate first, then the output.
-    pub(crate) fn envelope(
+    pub fn envelope(
         &self,
         envelope: &Value,
         id: &mut dyn FnMut(usize) -> String,
@@ -316,7 +363,7 @@ fn fragment(envelope: &Value) -> String {
 }
 
 /// Fills `base` with what was judged: the text, or the calls with `tool_calls` as the end.
-pub(crate) fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
+pub fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
     match judged {
         Judged::Answer(text) => ChoiceResult {
             content: Some(text),
@@ -333,7 +380,7 @@ pub(crate) fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
 
 /// Sends an accepted choice's calls (and, when it was not streamed already, its text) to
 /// the client. Calls are sent only now, whole, after every gate passed.
-pub(crate) fn send(
+pub fn send(
     sink: &mut dyn Sink,
     index: u32,
     choice: &ChoiceResult,
@@ -359,7 +406,7 @@ pub(crate) fn send(
 }
 
 /// The error that ends a request whose output every attempt's gates refused.
-pub(crate) fn rejected(refusal: Refusal) -> RunError {
+pub fn rejected(refusal: Refusal) -> RunError {
     RunError::OutputRejected {
         gate: refusal.gate,
         code: refusal.code,
