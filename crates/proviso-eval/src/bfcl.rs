@@ -385,14 +385,23 @@ fn run_case(
     // `proviso::tools::provenance`); a call the request does not support becomes a text
     // answer, generated under the grammar without calls.
     let two_phase = mode == Mode::Constrained && *choice == ToolChoice::Auto;
+    // The first phase writes only numbers the request states (a call with any other number
+    // would be set aside as untraceable anyway); the gates check the declared schemas.
+    let grounded = two_phase
+        .then(|| provenance::ground_numbers(&registry, &request))
+        .flatten();
     let compile = |choice: ToolChoice| -> Result<_, String> {
+        let registry = match (&grounded, &choice) {
+            (Some(grounded), ToolChoice::Required) => grounded,
+            _ => &registry,
+        };
         let options = GrammarOptions {
             choice,
             max_calls: 4,
             ..GrammarOptions::default()
         };
         let grammar = format
-            .grammar(&registry, &options)
+            .grammar(registry, &options)
             .map_err(|e| e.to_string())?;
         let spec = match &grammar.grammar {
             Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),

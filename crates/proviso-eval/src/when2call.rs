@@ -216,10 +216,21 @@ pub fn run(
         // Two phases, as the server's `auto`: the best call first (when there are tools),
         // judged against the request; then, when it is set aside, the model's own choice
         // among answering, asking and aborting.
+        let question = case
+            .get("question")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // The call is written with numbers the request states only, as the server's first
+        // phase does (see `provenance::ground_numbers`).
+        let grounded = provenance::ground_numbers(&registry, question);
         let compile = |choice: ToolChoice| -> Result<_, String> {
+            let registry = match (&grounded, &choice) {
+                (Some(grounded), ToolChoice::Required) => grounded,
+                _ => &registry,
+            };
             let grammar = format
                 .grammar(
-                    &registry,
+                    registry,
                     &GrammarOptions {
                         choice,
                         ..options.clone()
@@ -251,10 +262,6 @@ pub fn run(
         };
         let mut system = instructions(&registry, format, &options);
         system.push_str("Call a tool only when the request gives every required argument. Ask a clarification question when an argument is missing. Abort when no tool can do what is asked.\n");
-        let question = case
-            .get("question")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
         let prompt = local
             .prompt(&[
                 Message::new("system", system),

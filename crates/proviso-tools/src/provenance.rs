@@ -89,6 +89,113 @@ pub fn choose(registry: &Registry, calls: &[(String, Value)], conversation: &str
     }
 }
 
+/// The registry with each required numeric parameter (and array of numbers) limited, in the
+/// grammar, to the numbers the conversation states (written as digits or as number words,
+/// negative and percentage forms included) and the parameter's declared `default`; `None`
+/// when no parameter changes. A parameter that already has an `enum` or a `const`, or whose
+/// bounds no stated number meets, is left as declared.
+///
+/// This is the steering half of [`choose`]: a number the conversation does not state makes
+/// a call untraceable, so under `auto` the first phase may as well write only numbers that
+/// can be traced. A small model then copies `c = -4` instead of writing `4`, and a call it
+/// would have written with an invented number is written with a stated one (and still
+/// judged: a number stated for another purpose may be the wrong one). Only the grammar is
+/// narrowed; the gates check the declared schemas.
+#[must_use]
+pub fn ground_numbers(registry: &Registry, conversation: &str) -> Option<Registry> {
+    let stated = Conversation::new(conversation).numbers;
+    if stated.is_empty() {
+        return None;
+    }
+    let mut changed = false;
+    let specs: Vec<ToolSpec> = registry
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec().clone();
+            let mut parameters = spec.parameters().clone();
+            let required: Vec<String> = parameters
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+                // Only required arguments must be traceable; an optional one the model
+                // gives (`gravity=9.81`) is the declaration's business.
+                for (_, property) in properties
+                    .iter_mut()
+                    .filter(|(name, _)| required.contains(name))
+                {
+                    changed |= ground_number(property, &stated);
+                    if property.get("type").and_then(Value::as_str) == Some("array") {
+                        if let Some(items) = property.get_mut("items") {
+                            changed |= ground_number(items, &stated);
+                        }
+                    }
+                }
+            }
+            spec.with_parameters(parameters)
+        })
+        .collect();
+    if !changed {
+        return None;
+    }
+    Registry::new(specs).ok()
+}
+
+/// Limits one numeric schema to the stated numbers that fit it (see [`ground_numbers`]);
+/// whether it changed.
+fn ground_number(schema: &mut Value, stated: &[f64]) -> bool {
+    let Some(map) = schema.as_object_mut() else {
+        return false;
+    };
+    let integer = match map.get("type").and_then(Value::as_str) {
+        Some("integer") => true,
+        Some("number") => false,
+        _ => return false,
+    };
+    if map.contains_key("enum") || map.contains_key("const") {
+        return false;
+    }
+    let bound = |key: &str| map.get(key).and_then(Value::as_f64);
+    let (minimum, maximum) = (bound("minimum"), bound("maximum"));
+    let (above, below) = (bound("exclusiveMinimum"), bound("exclusiveMaximum"));
+    let fits = |n: f64| {
+        (!integer || n.fract() == 0.0)
+            && minimum.is_none_or(|m| n >= m)
+            && maximum.is_none_or(|m| n <= m)
+            && above.is_none_or(|m| n > m)
+            && below.is_none_or(|m| n < m)
+    };
+    let mut numbers: Vec<f64> = stated.iter().copied().filter(|&n| fits(n)).collect();
+    if numbers.is_empty() {
+        return false;
+    }
+    numbers.extend(
+        map.get("default")
+            .and_then(Value::as_f64)
+            .filter(|&n| fits(n)),
+    );
+    let mut values: Vec<Value> = Vec::new();
+    for n in numbers {
+        let value = if n.fract() == 0.0 && n.abs() < 9.0e15 {
+            #[allow(clippy::cast_possible_truncation)] // Integral and within i64 range.
+            Value::from(n as i64)
+        } else {
+            Value::from(n)
+        };
+        if !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    map.insert("enum".into(), Value::Array(values));
+    true
+}
+
 /// A clarification question asking for `missing` arguments (as [`AutoChoice::AskFor`] names
 /// them, `tool.argument`), worded from their declarations.
 #[must_use]
@@ -803,6 +910,44 @@ mod tests {
             ),
         ])
         .unwrap()
+    }
+
+    #[test]
+    fn required_numbers_are_grounded_in_what_the_conversation_states() {
+        let registry = Registry::new(vec![ToolSpec::new(
+            "roots",
+            "Roots of a quadratic.",
+            IntentClass::Compute,
+            json!({"type": "object", "properties": {
+                "a": {"type": "integer"}, "c": {"type": "number"},
+                "steps": {"type": "integer", "minimum": 10},
+                "rate": {"type": "number", "default": 0.5},
+                "kind": {"type": "integer", "enum": [1, 2]},
+                "samples": {"type": "array", "items": {"type": "number"}},
+                "gravity": {"type": "number"}},
+                "required": ["a", "c", "steps", "rate", "kind", "samples"]}),
+        )])
+        .unwrap();
+        let grounded = ground_numbers(&registry, "Roots with a = 3 and c = -4.5, at 5%, twice.")
+            .expect("numbers are stated");
+        let parameters = grounded.get("roots").unwrap().spec().parameters().clone();
+        let p = |name: &str| parameters["properties"][name].clone();
+        // Integers take the integral stated numbers (`twice` is 2); numbers take all, a
+        // signed one read with and without its sign and a percentage also as a fraction,
+        // as the traceability test reads them, with the declared default.
+        assert_eq!(p("a")["enum"], json!([3, 5, 2]));
+        assert_eq!(p("c")["enum"], json!([3, 4.5, -4.5, 5, 0.05, 2]));
+        assert_eq!(p("rate")["enum"], json!([3, 4.5, -4.5, 5, 0.05, 2, 0.5]));
+        assert_eq!(
+            p("samples")["items"]["enum"],
+            json!([3, 4.5, -4.5, 5, 0.05, 2])
+        );
+        // No stated number meets the bound, an enum is already declared, or the argument is
+        // optional: left as declared.
+        assert!(p("steps").get("enum").is_none());
+        assert_eq!(p("kind")["enum"], json!([1, 2]));
+        assert!(p("gravity").get("enum").is_none());
+        assert!(ground_numbers(&registry, "Roots, please.").is_none());
     }
 
     fn call(name: &str, arguments: Value) -> Vec<(String, Value)> {

@@ -316,8 +316,16 @@ impl Backend for LocalBackend {
                 },
                 ..options.clone()
             };
+            // Under two phases the call is written with numbers the conversation states
+            // only: a call with any other number would be set aside as untraceable. The
+            // gates check the declared schemas.
+            let grounded = two_phase
+                .then(|| {
+                    proviso_tools::provenance::ground_numbers(&registry, &conversation(request))
+                })
+                .flatten();
             let grammar = format
-                .grammar(&registry, &first)
+                .grammar(grounded.as_ref().unwrap_or(&registry), &first)
                 .map_err(|e| rejected("tools", e.to_string(), true))?;
             if two_phase {
                 let text_only = format
