@@ -9,10 +9,7 @@ fuzz_target!(|data: &[u8]| {
     let strict = parse(data, &ParseOptions::default());
     let lenient = parse(
         data,
-        &ParseOptions {
-            duplicate_keys: DuplicateKeys::KeepLast,
-            ..ParseOptions::default()
-        },
+        &ParseOptions::default().duplicate_keys(DuplicateKeys::KeepLast),
     );
     if let Ok(value) = &strict {
         // Whatever the strict mode accepts, the grammar-only mode accepts identically.

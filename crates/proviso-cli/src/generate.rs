@@ -119,18 +119,15 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
     };
 
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
-    let options = CompileOptions {
-        relax: args.relax,
-        ..CompileOptions::default()
-    };
+    let options = CompileOptions::default().relax(args.relax);
     let compiled = spec
         .as_ref()
         .map(|spec| local.compile(spec, &options))
         .transpose()?;
     let mut generator = Generator::new(local.engine(RunOptions::default())?, local.tokenizer());
-    let generate_options = GenerateOptions {
-        max_tokens: args.max_tokens,
-        sampling: Sampling {
+    let generate_options = GenerateOptions::default()
+        .max_tokens(args.max_tokens)
+        .sampling(Sampling {
             temperature: args.temperature,
             top_k: args.top_k,
             top_p: args.top_p,
@@ -142,16 +139,14 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
                 multiplier: args.dry_multiplier,
                 ..Dry::default()
             }),
-        },
-        stop: args.stops.clone(),
-        overlap_mask: !args.no_overlap,
-        repetition: if args.no_repetition_stop {
+        })
+        .stop(args.stops.clone())
+        .overlap_mask(!args.no_overlap)
+        .repetition(if args.no_repetition_stop {
             None
         } else {
             Some(RepetitionLimit::default())
-        },
-        ..GenerateOptions::default()
-    };
+        });
 
     let mut messages = Vec::new();
     if let Some(system) = &args.system {

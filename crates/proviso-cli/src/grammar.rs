@@ -55,11 +55,9 @@ pub(crate) fn run(args: &GrammarArgs) -> Result<ExitCode> {
                 "none" => ToolChoice::None,
                 name => ToolChoice::Named(name.to_owned()),
             };
-            let options = GrammarOptions {
-                choice,
-                max_calls: args.max_calls.max(1),
-                ..GrammarOptions::default()
-            };
+            let options = GrammarOptions::default()
+                .choice(choice)
+                .max_calls(args.max_calls.max(1));
             export_tools(
                 &registry,
                 args.format,

@@ -129,22 +129,20 @@ fn default_parallel() -> usize {
 
 pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     let parallel = args.parallel.unwrap_or_else(default_parallel).max(1);
-    let server = ServerConfig {
-        workers: parallel,
-        queue: args.queue,
-        body_limit: args.body_limit,
-        request_timeout: Duration::from_secs(args.timeout.max(1)),
-        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
-        body_timeout: Duration::from_secs(args.body_timeout.max(1)),
-        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
-        max_connections: args.max_connections.max(1),
-        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
-        compile_timeout: Duration::from_secs(args.compile_timeout.max(1)),
-        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
-        model_aliases: args.model_aliases.clone(),
-        any_model: args.accept_any_model,
-        ..ServerConfig::default()
-    };
+    let server = ServerConfig::default()
+        .workers(parallel)
+        .queue(args.queue)
+        .body_limit(args.body_limit)
+        .request_timeout(Duration::from_secs(args.timeout.max(1)))
+        .header_timeout(Duration::from_secs(args.header_timeout.max(1)))
+        .body_timeout(Duration::from_secs(args.body_timeout.max(1)))
+        .idle_timeout(Duration::from_secs(args.idle_timeout.max(1)))
+        .max_connections(args.max_connections.max(1))
+        .shutdown_timeout(Duration::from_secs(args.shutdown_timeout))
+        .compile_timeout(Duration::from_secs(args.compile_timeout.max(1)))
+        .api_key(args.api_key.clone().filter(|k| !k.is_empty()))
+        .model_aliases(args.model_aliases.clone())
+        .any_model(args.accept_any_model);
     let policy = match &args.policy {
         Some(path) => Some(
             Policy::from_json(&crate::read_schema(path)?)
@@ -202,20 +200,13 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let config = LocalBackendConfig {
-        call_format: args.call_format,
-        run: RunOptions {
-            n_ctx: args.ctx,
-            n_threads: threads,
-            ..RunOptions::default()
-        },
-        batch,
-        ..LocalBackendConfig::default()
-    };
-    let config = LocalBackendConfig {
-        policy: policy.unwrap_or(config.policy),
-        ..config
-    };
+    let mut config = LocalBackendConfig::default()
+        .call_format(args.call_format)
+        .run(RunOptions::default().n_ctx(args.ctx).n_threads(threads))
+        .batch(batch);
+    if let Some(policy) = policy {
+        config.policy = policy;
+    }
     let backend = LocalBackend::new(Arc::new(local), id.clone(), config);
     listen(args, backend, server, &id)
 }

@@ -79,20 +79,18 @@ fn a_call_that_ran_is_not_written_again() {
         .unwrap();
     let agent = Agent::new(
         toolbox,
-        AgentConfig {
-            format: CallFormat::Hermes,
-            system: "Read every page of the manual before you answer.".into(),
-            call_before_answer: true,
-            max_tokens_per_step: 80,
-            policy: Policy {
+        AgentConfig::default()
+            .format(CallFormat::Hermes)
+            .system("Read every page of the manual before you answer.".into())
+            .call_before_answer(true)
+            .max_tokens_per_step(80)
+            .policy(Policy {
                 budget: proviso::tools::Budget {
                     max_steps: Some(4),
                     ..Default::default()
                 },
                 ..Policy::default()
-            },
-            ..AgentConfig::default()
-        },
+            }),
     )
     .unwrap();
     let mut plans = Plans::default();
@@ -145,18 +143,12 @@ fn an_open_call_that_ran_is_avoided_by_the_decoder() {
             "Give the weather lookup arguments for Paris as JSON.",
         )])
         .unwrap();
-    let options = GenerateOptions {
-        max_tokens: 40,
-        ..GenerateOptions::default()
-    };
+    let options = GenerateOptions::default().max_tokens(40);
     let first = generator
         .generate(&prompt, Some(&compiled), &options)
         .unwrap();
     let first_text = first.text();
-    let avoided = GenerateOptions {
-        avoid: vec![first_text.clone()],
-        ..options
-    };
+    let avoided = options.avoid(vec![first_text.clone()]);
     let second = generator
         .generate(&prompt, Some(&compiled), &avoided)
         .unwrap();
@@ -221,24 +213,19 @@ fn the_last_step_and_the_step_after_a_rejection_must_finish() {
         .unwrap();
     let agent = Agent::new(
         toolbox,
-        AgentConfig {
-            format: CallFormat::Envelope,
-            call_before_answer: true,
-            max_tokens_per_step: 120,
-            grammar: GrammarOptions {
-                max_reasoning: 40,
-                ..GrammarOptions::default()
-            },
-            policy: Policy {
+        AgentConfig::default()
+            .format(CallFormat::Envelope)
+            .call_before_answer(true)
+            .max_tokens_per_step(120)
+            .grammar(GrammarOptions::default().max_reasoning(40))
+            .policy(Policy {
                 budget: proviso::tools::Budget {
                     max_steps: Some(2),
                     ..Default::default()
                 },
                 ..Policy::default()
-            },
-            steering: Steering::default(),
-            ..AgentConfig::default()
-        },
+            })
+            .steering(Steering::default()),
     )
     .unwrap();
     let mut plans = Plans::default();
@@ -276,20 +263,14 @@ fn a_loop_stops_early_with_repetition_and_a_retry_with_penalties_follows() {
     let prompt = local
         .prompt(&[Message::new("user", "Count from 1 upwards as a JSON list.")])
         .unwrap();
-    let unbounded = GenerateOptions {
-        max_tokens: 400,
-        repetition: None,
-        ..GenerateOptions::default()
-    };
+    let unbounded = GenerateOptions::default().max_tokens(400).repetition(None);
     let burnt = generator
         .generate(&prompt, Some(&compiled), &unbounded)
         .unwrap();
     assert_eq!(burnt.stop_reason, StopReason::Length, "{}", burnt.text());
-    let guarded = GenerateOptions {
-        max_tokens: 400,
-        repetition: Some(RepetitionLimit::default()),
-        ..GenerateOptions::default()
-    };
+    let guarded = GenerateOptions::default()
+        .max_tokens(400)
+        .repetition(Some(RepetitionLimit::default()));
     let stopped = generator
         .generate(&prompt, Some(&compiled), &guarded)
         .unwrap();
@@ -299,10 +280,7 @@ fn a_loop_stops_early_with_repetition_and_a_retry_with_penalties_follows() {
     assert_eq!(StopReason::Repetition.finish_reason(), "repetition");
     // The retry the callers make: the same prompt with penalties against repetition. It
     // must not loop the same way; whatever it ends with, it ends early or completes.
-    let retry = GenerateOptions {
-        sampling: Sampling::greedy().against_repetition(),
-        ..guarded
-    };
+    let retry = guarded.sampling(Sampling::greedy().against_repetition());
     let again = generator
         .generate(&prompt, Some(&compiled), &retry)
         .unwrap();
@@ -331,10 +309,7 @@ fn retried(
         local.tokenizer(),
     );
     let prompt = local.prompt(&[Message::new("user", request)]).unwrap();
-    let options = GenerateOptions {
-        max_tokens,
-        ..GenerateOptions::default()
-    };
+    let options = GenerateOptions::default().max_tokens(max_tokens);
     let mut attempts = Vec::new();
     let last = generator
         .generate_retrying(&prompt, Some(&compiled), &options, 3, &mut |_, g| {

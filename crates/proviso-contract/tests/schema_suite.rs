@@ -61,13 +61,11 @@ fn json_schema_test_suite_draft2020_12() {
         "http://localhost:1234/",
         &mut resources,
     );
-    let options = SchemaOptions {
-        validate_formats: false,
-        allow_unknown_keywords: true,
-        resources,
-        detect_draft: false,
-        ..SchemaOptions::default()
-    };
+    let options = SchemaOptions::default()
+        .validate_formats(false)
+        .allow_unknown_keywords(true)
+        .resources(resources)
+        .detect_draft(false);
     let mut files: Vec<_> = std::fs::read_dir(root.join("tests/draft2020-12"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -31,6 +31,7 @@ pub enum ConstraintSpec {
 
 /// How a constraint is compiled.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CompileOptions {
     /// Compile schemas whose keywords the grammar cannot enforce to a superset grammar
     /// instead of refusing them. The caller must then verify the output against the full
@@ -46,6 +47,36 @@ pub struct CompileOptions {
     pub limits: ParserLimits,
     /// Bounds on `$ref` chains in JSON schemas, checked before llguidance resolves them.
     pub schema_limits: proviso_json::refs::SchemaLimits,
+}
+
+impl CompileOptions {
+    /// Sets [`CompileOptions::relax`].
+    #[must_use]
+    pub fn relax(mut self, relax: bool) -> Self {
+        self.relax = relax;
+        self
+    }
+
+    /// Sets [`CompileOptions::max_json_whitespace`].
+    #[must_use]
+    pub fn max_json_whitespace(mut self, max_json_whitespace: Option<usize>) -> Self {
+        self.max_json_whitespace = max_json_whitespace;
+        self
+    }
+
+    /// Sets [`CompileOptions::limits`].
+    #[must_use]
+    pub fn limits(mut self, limits: ParserLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets [`CompileOptions::schema_limits`].
+    #[must_use]
+    pub fn schema_limits(mut self, schema_limits: proviso_json::refs::SchemaLimits) -> Self {
+        self.schema_limits = schema_limits;
+        self
+    }
 }
 
 impl Default for CompileOptions {

@@ -58,6 +58,7 @@ impl StopReason {
 
 /// Options for one generation.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GenerateOptions {
     /// Most tokens to generate (forced tokens count).
     pub max_tokens: usize,
@@ -81,6 +82,64 @@ pub struct GenerateOptions {
     /// budget is left, instead of stopping it on repetition (`None`: never). Retries after a
     /// `repetition` stop turn it on ([`GenerateOptions::against_repetition`]).
     pub wrap_up: Option<WrapUp>,
+}
+
+impl GenerateOptions {
+    /// Sets [`GenerateOptions::max_tokens`].
+    #[must_use]
+    pub fn max_tokens(mut self, max_tokens: usize) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Sets [`GenerateOptions::sampling`].
+    #[must_use]
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Sets [`GenerateOptions::stop`].
+    #[must_use]
+    pub fn stop(mut self, stop: Vec<String>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Sets [`GenerateOptions::overlap_mask`].
+    #[must_use]
+    pub fn overlap_mask(mut self, overlap_mask: bool) -> Self {
+        self.overlap_mask = overlap_mask;
+        self
+    }
+
+    /// Sets [`GenerateOptions::avoid`].
+    #[must_use]
+    pub fn avoid(mut self, avoid: Vec<String>) -> Self {
+        self.avoid = avoid;
+        self
+    }
+
+    /// Sets [`GenerateOptions::repetition`].
+    #[must_use]
+    pub fn repetition(mut self, repetition: Option<RepetitionLimit>) -> Self {
+        self.repetition = repetition;
+        self
+    }
+
+    /// Sets [`GenerateOptions::logprobs`].
+    #[must_use]
+    pub fn logprobs(mut self, logprobs: Option<usize>) -> Self {
+        self.logprobs = logprobs;
+        self
+    }
+
+    /// Sets [`GenerateOptions::wrap_up`].
+    #[must_use]
+    pub fn wrap_up(mut self, wrap_up: Option<WrapUp>) -> Self {
+        self.wrap_up = wrap_up;
+        self
+    }
 }
 
 impl GenerateOptions {

@@ -64,10 +64,7 @@ pub fn run(local: &LocalModel, levels: &[usize], max_tokens: usize) -> Result<Re
     let prefill_tokens = 256;
     let prefill_ms_per_token = {
         let mut engine = local
-            .engine(RunOptions {
-                n_ctx: 1024,
-                ..RunOptions::default()
-            })
+            .engine(RunOptions::default().n_ctx(1024))
             .map_err(err)?;
         let long: Vec<TokenId> = prompt
             .iter()
@@ -82,12 +79,9 @@ pub fn run(local: &LocalModel, levels: &[usize], max_tokens: usize) -> Result<Re
         engine.decode(&long).map_err(err)?;
         started.elapsed().as_secs_f64() * 1e3 / prefill_tokens as f64
     };
-    let options = GenerateOptions {
-        max_tokens,
-        // Every sequence writes exactly `max_tokens`: the comparison is of equal work.
-        repetition: None,
-        ..GenerateOptions::default()
-    };
+    let options = GenerateOptions::default()
+        .max_tokens(max_tokens)
+        .repetition(None);
     let mut rows: Vec<Level> = Vec::new();
     for &n in levels {
         let n = n.max(1);

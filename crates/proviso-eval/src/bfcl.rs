@@ -188,10 +188,7 @@ pub fn run(
         .into_iter()
         .take(limit.unwrap_or(usize::MAX))
         .collect();
-    let run_options = RunOptions {
-        n_ctx: 4096,
-        ..RunOptions::default()
-    };
+    let run_options = RunOptions::default().n_ctx(4096);
     let mut report = Report {
         category: category.to_owned(),
         mode,
@@ -367,11 +364,9 @@ fn run_case(
         .map(|m| m.content.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    let options = GrammarOptions {
-        choice: choice.clone(),
-        max_calls: 4,
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default()
+        .choice(choice.clone())
+        .max_calls(4);
     let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
     system.push_str(&instructions(&registry, format, &options));
     let mut messages = vec![Message::new("system", system)];
@@ -395,11 +390,7 @@ fn run_case(
             (Some(grounded), ToolChoice::Required) => grounded,
             _ => &registry,
         };
-        let options = GrammarOptions {
-            choice,
-            max_calls: 4,
-            ..GrammarOptions::default()
-        };
+        let options = GrammarOptions::default().choice(choice).max_calls(4);
         let grammar = format
             .grammar(registry, &options)
             .map_err(|e| e.to_string())?;
@@ -423,10 +414,7 @@ fn run_case(
         },
     };
     let started = Instant::now();
-    let options = GenerateOptions {
-        max_tokens,
-        ..GenerateOptions::default()
-    };
+    let options = GenerateOptions::default().max_tokens(max_tokens);
     // A generation stopped on repetition is regenerated once with penalties against
     // repetition, as every caller that may regenerate does.
     let mut generation =
@@ -563,10 +551,7 @@ fn fan_out(
     let text = first.text();
     let calls = strict_calls(format, registry, &text, first.stop_reason.finish_reason())?;
     let avoid = provenance::fan_out_avoid(format, &text, &calls, request)?;
-    let options = GenerateOptions {
-        avoid,
-        ..options.clone()
-    };
+    let options = options.clone().avoid(avoid);
     let longer = generator
         .generate_retrying(prompt, Some(compiled), &options, 1, &mut |_, _| {})
         .ok()?;

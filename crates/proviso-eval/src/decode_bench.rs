@@ -102,10 +102,7 @@ pub fn run(
         )
         .map_err(err)?;
     let prompt_tokens = local.prompt(&[Message::new("user", prompt)]).map_err(err)?;
-    let run_options = RunOptions {
-        n_ctx: 2048,
-        ..RunOptions::default()
-    };
+    let run_options = RunOptions::default().n_ctx(2048);
     let mut generator = Generator::new(local.engine(run_options).map_err(err)?, local.tokenizer());
     let pieces: Vec<Vec<u8>> = local
         .tokenizer()
@@ -137,11 +134,9 @@ pub fn run(
                 .generate(
                     &prompt_tokens,
                     Some(&compiled),
-                    &GenerateOptions {
-                        max_tokens,
-                        overlap_mask: overlap,
-                        ..GenerateOptions::default()
-                    },
+                    &GenerateOptions::default()
+                        .max_tokens(max_tokens)
+                        .overlap_mask(overlap),
                 )
                 .map_err(err)?;
             let valid = contract.check_text(generation.text().as_bytes()).accepted();

@@ -153,19 +153,11 @@ pub fn run(
     let tok_env = constrainer.tok_env().clone();
     // Instances are serialized compactly, whatever the spacing of the test file; the grammar
     // therefore allows free (bounded) whitespace instead of proviso's fixed separators.
-    let strict = CompileOptions {
-        max_json_whitespace: Some(12),
-        ..CompileOptions::default()
-    };
-    let relaxed = CompileOptions {
-        relax: true,
-        ..strict.clone()
-    };
-    let validator_options = SchemaOptions {
-        allow_unknown_keywords: true,
-        detect_draft: true,
-        ..SchemaOptions::default()
-    };
+    let strict = CompileOptions::default().max_json_whitespace(Some(12));
+    let relaxed = strict.clone().relax(true);
+    let validator_options = SchemaOptions::default()
+        .allow_unknown_keywords(true)
+        .detect_draft(true);
     for (i, file) in files.iter().enumerate() {
         progress(i, &report);
         let name = file

@@ -162,10 +162,7 @@ pub fn run(
         .collect();
     let mut generator = Generator::new(
         local
-            .engine(RunOptions {
-                n_ctx: 4096,
-                ..RunOptions::default()
-            })
+            .engine(RunOptions::default().n_ctx(4096))
             .map_err(|e| EvalError(e.to_string()))?,
         local.tokenizer(),
     );
@@ -209,10 +206,7 @@ pub fn run(
             }
         };
         let format = CallFormat::Envelope;
-        let options = GrammarOptions {
-            max_reasoning: 120,
-            ..GrammarOptions::default()
-        };
+        let options = GrammarOptions::default().max_reasoning(120);
         // Two phases, as the server's `auto`: the best call first (when there are tools),
         // judged against the request; then, when it is set aside, the model's own choice
         // among answering, asking and aborting.
@@ -229,13 +223,7 @@ pub fn run(
                 _ => &registry,
             };
             let grammar = format
-                .grammar(
-                    registry,
-                    &GrammarOptions {
-                        choice,
-                        ..options.clone()
-                    },
-                )
+                .grammar(registry, &options.clone().choice(choice))
                 .map_err(|e| e.to_string())?;
             let Grammar::JsonSchema(schema) = &grammar.grammar else {
                 return Err("the envelope grammar is a JSON Schema".to_owned());
@@ -269,10 +257,7 @@ pub fn run(
             ])
             .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
-        let generate_options = GenerateOptions {
-            max_tokens,
-            ..GenerateOptions::default()
-        };
+        let generate_options = GenerateOptions::default().max_tokens(max_tokens);
         let registry = std::sync::Arc::new(registry);
         let gate = ToolGate::new(std::sync::Arc::clone(&registry), format, permissive());
         // A generation stopped on repetition is regenerated once with penalties against

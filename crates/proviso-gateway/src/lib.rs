@@ -176,7 +176,10 @@ pub struct GatewayJob {
 /// the gateway builds without llama.cpp and a llama.cpp upstream reads the grammar its own
 /// code would have written.
 #[derive(Clone)]
-pub struct GbnfConverter(Arc<dyn Fn(&Value) -> Result<String, String> + Send + Sync>);
+pub struct GbnfConverter(Arc<Convert>);
+
+/// The conversion a [`GbnfConverter`] wraps.
+type Convert = dyn Fn(&Value) -> Result<String, String> + Send + Sync;
 
 impl GbnfConverter {
     /// Wraps a conversion function.
@@ -350,11 +353,9 @@ impl Backend for GatewayBackend {
                 Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
                 None => None,
             };
-            let options = GrammarOptions {
-                choice: choice.clone(),
-                max_calls: if request.parallel_tool_calls { 4 } else { 1 },
-                ..GrammarOptions::default()
-            };
+            let options = GrammarOptions::default()
+                .choice(choice.clone())
+                .max_calls(if request.parallel_tool_calls { 4 } else { 1 });
             let native = kind != UpstreamKind::LlamaCpp;
             if native {
                 // The upstream enforces the tools natively (strict function schemas where the

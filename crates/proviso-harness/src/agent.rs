@@ -151,6 +151,7 @@ pub trait Proposer {
 
 /// How an agent runs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AgentConfig {
     /// The call format.
     pub format: CallFormat,
@@ -176,6 +177,78 @@ pub struct AgentConfig {
     pub answer_contract: Option<Arc<Contract>>,
     /// How each step's grammar is narrowed from the run's state.
     pub steering: Steering,
+}
+
+impl AgentConfig {
+    /// Sets [`AgentConfig::format`].
+    #[must_use]
+    pub fn format(mut self, format: CallFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Sets [`AgentConfig::policy`].
+    #[must_use]
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets [`AgentConfig::grammar`].
+    #[must_use]
+    pub fn grammar(mut self, grammar: GrammarOptions) -> Self {
+        self.grammar = grammar;
+        self
+    }
+
+    /// Sets [`AgentConfig::system`].
+    #[must_use]
+    pub fn system(mut self, system: String) -> Self {
+        self.system = system;
+        self
+    }
+
+    /// Sets [`AgentConfig::max_tokens_per_step`].
+    #[must_use]
+    pub fn max_tokens_per_step(mut self, max_tokens_per_step: usize) -> Self {
+        self.max_tokens_per_step = max_tokens_per_step;
+        self
+    }
+
+    /// Sets [`AgentConfig::max_consecutive_rejections`].
+    #[must_use]
+    pub fn max_consecutive_rejections(mut self, max_consecutive_rejections: u32) -> Self {
+        self.max_consecutive_rejections = max_consecutive_rejections;
+        self
+    }
+
+    /// Sets [`AgentConfig::call_before_answer`].
+    #[must_use]
+    pub fn call_before_answer(mut self, call_before_answer: bool) -> Self {
+        self.call_before_answer = call_before_answer;
+        self
+    }
+
+    /// Sets [`AgentConfig::refuse_repeated_calls`].
+    #[must_use]
+    pub fn refuse_repeated_calls(mut self, refuse_repeated_calls: bool) -> Self {
+        self.refuse_repeated_calls = refuse_repeated_calls;
+        self
+    }
+
+    /// Sets [`AgentConfig::answer_contract`].
+    #[must_use]
+    pub fn answer_contract(mut self, answer_contract: Option<Arc<Contract>>) -> Self {
+        self.answer_contract = answer_contract;
+        self
+    }
+
+    /// Sets [`AgentConfig::steering`].
+    #[must_use]
+    pub fn steering(mut self, steering: Steering) -> Self {
+        self.steering = steering;
+        self
+    }
 }
 
 impl Default for AgentConfig {
@@ -441,10 +514,10 @@ impl Agent {
             format!("{}\n\n{tool_text}", config.system.trim_end())
         };
         let first_grammar = if config.call_before_answer && !registry.is_empty() {
-            let options = GrammarOptions {
-                choice: proviso_tools::ToolChoice::Required,
-                ..config.grammar.clone()
-            };
+            let options = config
+                .grammar
+                .clone()
+                .choice(proviso_tools::ToolChoice::Required);
             Some(config.format.grammar(&registry, &options)?)
         } else {
             None
@@ -817,9 +890,7 @@ impl Agent {
         if finish.is_some() {
             plan.grounded_arguments = false;
         }
-        let mut options = GrammarOptions {
-            ..self.config.grammar.clone()
-        };
+        let mut options = self.config.grammar.clone();
         if finish.is_some() {
             choice = ToolChoice::None;
             avoid.clear();

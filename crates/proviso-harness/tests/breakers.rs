@@ -226,15 +226,10 @@ struct Run {
 
 fn run_with(format: CallFormat, policy: Policy, outputs: Vec<String>, question: &str) -> Run {
     let effects = Effects::default();
-    let config = AgentConfig {
-        format,
-        policy,
-        grammar: GrammarOptions {
-            max_calls: 3,
-            ..GrammarOptions::default()
-        },
-        ..AgentConfig::default()
-    };
+    let config = AgentConfig::default()
+        .format(format)
+        .policy(policy)
+        .grammar(GrammarOptions::default().max_calls(3));
     let agent = Agent::new(toolbox(&effects), config).unwrap();
     let mut model = Scripted::new(outputs);
     let mut verdicts = Verdicts::default();
@@ -648,10 +643,7 @@ fn truncated_output_is_never_parsed() {
     let effects = Effects::default();
     let agent = Agent::new(
         toolbox(&effects),
-        AgentConfig {
-            policy: policy("clerk"),
-            ..AgentConfig::default()
-        },
+        AgentConfig::default().policy(policy("clerk")),
     )
     .unwrap();
     let mut model = Scripted::new(vec![]);
@@ -679,10 +671,7 @@ fn counters_count_rejections_by_gate() {
     let effects = Effects::default();
     let agent = Agent::new(
         toolbox(&effects),
-        AgentConfig {
-            policy: policy("analyst"),
-            ..AgentConfig::default()
-        },
+        AgentConfig::default().policy(policy("analyst")),
     )
     .unwrap();
     let outputs = vec![

@@ -38,6 +38,7 @@ pub use serde_json::{Map, Number, Value};
 /// The defaults suit model output: a tool call is a few hundred bytes, a long cited answer a
 /// few tens of kilobytes, and no legitimate contract nests deeper than a few levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParseOptions {
     /// Largest accepted input, in bytes.
     pub max_bytes: usize,
@@ -46,6 +47,29 @@ pub struct ParseOptions {
     pub max_depth: usize,
     /// What to do when an object names a key twice.
     pub duplicate_keys: DuplicateKeys,
+}
+
+impl ParseOptions {
+    /// Sets [`ParseOptions::max_bytes`].
+    #[must_use]
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets [`ParseOptions::max_depth`].
+    #[must_use]
+    pub fn max_depth(mut self, max_depth: usize) -> Self {
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// Sets [`ParseOptions::duplicate_keys`].
+    #[must_use]
+    pub fn duplicate_keys(mut self, duplicate_keys: DuplicateKeys) -> Self {
+        self.duplicate_keys = duplicate_keys;
+        self
+    }
 }
 
 impl Default for ParseOptions {

@@ -43,10 +43,7 @@ fn cases(prefix: &str) -> Vec<(String, Vec<u8>)> {
 
 /// RFC 8259 grammar mode: duplicate keys are grammatical, so they are kept (last wins) here.
 fn grammar_only() -> ParseOptions {
-    ParseOptions {
-        duplicate_keys: DuplicateKeys::KeepLast,
-        ..ParseOptions::default()
-    }
+    ParseOptions::default().duplicate_keys(DuplicateKeys::KeepLast)
 }
 
 #[test]

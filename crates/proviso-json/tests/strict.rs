@@ -45,11 +45,7 @@ fn duplicate_keys_report_both_positions_and_the_object_pointer() {
 
 #[test]
 fn size_and_depth_are_bounded() {
-    let options = ParseOptions {
-        max_bytes: 8,
-        max_depth: 3,
-        ..ParseOptions::default()
-    };
+    let options = ParseOptions::default().max_bytes(8).max_depth(3);
     let e = parse_str("[1, 2, 3, 4]", &options).unwrap_err();
     assert_eq!(e.code(), "input_too_large");
     assert!(parse_str("[[[]]]", &options).is_ok());

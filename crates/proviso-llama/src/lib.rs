@@ -133,6 +133,7 @@ impl Drop for CoreLease {
 
 /// How to run a model.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct RunOptions {
     /// Context size in tokens.
     pub n_ctx: u32,
@@ -140,6 +141,29 @@ pub struct RunOptions {
     pub n_threads: i32,
     /// Largest batch fed to one forward pass.
     pub n_batch: u32,
+}
+
+impl RunOptions {
+    /// Sets [`RunOptions::n_ctx`].
+    #[must_use]
+    pub fn n_ctx(mut self, n_ctx: u32) -> Self {
+        self.n_ctx = n_ctx;
+        self
+    }
+
+    /// Sets [`RunOptions::n_threads`].
+    #[must_use]
+    pub fn n_threads(mut self, n_threads: i32) -> Self {
+        self.n_threads = n_threads;
+        self
+    }
+
+    /// Sets [`RunOptions::n_batch`].
+    #[must_use]
+    pub fn n_batch(mut self, n_batch: u32) -> Self {
+        self.n_batch = n_batch;
+        self
+    }
 }
 
 impl Default for RunOptions {

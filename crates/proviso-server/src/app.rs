@@ -28,6 +28,7 @@ use crate::wire::{self, ErrorBody, InvalidRequest};
 
 /// Limits, sizes and access control.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Worker threads, each generating one request at a time.
     pub workers: usize,
@@ -71,6 +72,120 @@ pub struct ServerConfig {
     /// Responses kept in memory for `previous_response_id` (the most recent ones; 0 keeps
     /// none).
     pub responses_kept: usize,
+}
+
+impl ServerConfig {
+    /// Sets [`ServerConfig::workers`].
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Sets [`ServerConfig::queue`].
+    #[must_use]
+    pub fn queue(mut self, queue: usize) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Sets [`ServerConfig::body_limit`].
+    #[must_use]
+    pub fn body_limit(mut self, body_limit: usize) -> Self {
+        self.body_limit = body_limit;
+        self
+    }
+
+    /// Sets [`ServerConfig::request_timeout`].
+    #[must_use]
+    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
+        self.request_timeout = request_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::header_timeout`].
+    #[must_use]
+    pub fn header_timeout(mut self, header_timeout: Duration) -> Self {
+        self.header_timeout = header_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::body_timeout`].
+    #[must_use]
+    pub fn body_timeout(mut self, body_timeout: Duration) -> Self {
+        self.body_timeout = body_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::idle_timeout`].
+    #[must_use]
+    pub fn idle_timeout(mut self, idle_timeout: Duration) -> Self {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::max_connections`].
+    #[must_use]
+    pub fn max_connections(mut self, max_connections: usize) -> Self {
+        self.max_connections = max_connections;
+        self
+    }
+
+    /// Sets [`ServerConfig::shutdown_timeout`].
+    #[must_use]
+    pub fn shutdown_timeout(mut self, shutdown_timeout: Duration) -> Self {
+        self.shutdown_timeout = shutdown_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::compile_threads`].
+    #[must_use]
+    pub fn compile_threads(mut self, compile_threads: usize) -> Self {
+        self.compile_threads = compile_threads;
+        self
+    }
+
+    /// Sets [`ServerConfig::compile_timeout`].
+    #[must_use]
+    pub fn compile_timeout(mut self, compile_timeout: Duration) -> Self {
+        self.compile_timeout = compile_timeout;
+        self
+    }
+
+    /// Sets [`ServerConfig::api_key`].
+    #[must_use]
+    pub fn api_key(mut self, api_key: Option<String>) -> Self {
+        self.api_key = api_key;
+        self
+    }
+
+    /// Sets [`ServerConfig::allowed_hosts`].
+    #[must_use]
+    pub fn allowed_hosts(mut self, allowed_hosts: Option<Vec<String>>) -> Self {
+        self.allowed_hosts = allowed_hosts;
+        self
+    }
+
+    /// Sets [`ServerConfig::model_aliases`].
+    #[must_use]
+    pub fn model_aliases(mut self, model_aliases: Vec<String>) -> Self {
+        self.model_aliases = model_aliases;
+        self
+    }
+
+    /// Sets [`ServerConfig::any_model`].
+    #[must_use]
+    pub fn any_model(mut self, any_model: bool) -> Self {
+        self.any_model = any_model;
+        self
+    }
+
+    /// Sets [`ServerConfig::responses_kept`].
+    #[must_use]
+    pub fn responses_kept(mut self, responses_kept: usize) -> Self {
+        self.responses_kept = responses_kept;
+        self
+    }
 }
 
 impl std::fmt::Debug for ServerConfig {

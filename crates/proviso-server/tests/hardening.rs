@@ -101,12 +101,10 @@ fn read_response(stream: &mut TcpStream) -> String {
 }
 
 fn quick() -> ServerConfig {
-    ServerConfig {
-        header_timeout: Duration::from_millis(800),
-        body_timeout: Duration::from_millis(800),
-        idle_timeout: Duration::from_millis(2_500),
-        ..ServerConfig::default()
-    }
+    ServerConfig::default()
+        .header_timeout(Duration::from_millis(800))
+        .body_timeout(Duration::from_millis(800))
+        .idle_timeout(Duration::from_millis(2_500))
 }
 
 #[test]
@@ -197,11 +195,9 @@ fn stalled_and_idle_connections_are_closed() {
 
 #[test]
 fn connections_beyond_the_cap_are_refused() {
-    let config = ServerConfig {
-        max_connections: 3,
-        header_timeout: Duration::from_secs(30),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default()
+        .max_connections(3)
+        .header_timeout(Duration::from_secs(30));
     let server = Server::start(Echo::default(), config);
     let held: Vec<TcpStream> = (0..3).map(|_| connect(&server)).collect();
     std::thread::sleep(Duration::from_millis(200));
@@ -230,13 +226,11 @@ fn connections_beyond_the_cap_are_refused() {
 
 #[test]
 fn shutdown_finishes_within_its_deadline_while_clients_stall() {
-    let config = ServerConfig {
-        header_timeout: Duration::from_secs(60),
-        body_timeout: Duration::from_secs(60),
-        idle_timeout: Duration::from_secs(60),
-        shutdown_timeout: Duration::from_secs(2),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default()
+        .header_timeout(Duration::from_secs(60))
+        .body_timeout(Duration::from_secs(60))
+        .idle_timeout(Duration::from_secs(60))
+        .shutdown_timeout(Duration::from_secs(2));
     let mut server = Server::start(Echo::default(), config);
     let mut mid_header = connect(&server);
     mid_header
@@ -257,10 +251,7 @@ fn shutdown_finishes_within_its_deadline_while_clients_stall() {
 
 #[test]
 fn the_api_key_is_required_on_v1_and_metrics() {
-    let config = ServerConfig {
-        api_key: Some("s3cret-key".into()),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().api_key(Some("s3cret-key".into()));
     let server = Server::start(Echo::default(), config);
     let status = |path: &str, key: Option<&str>| {
         let mut request = ureq::get(&server.url(path));
@@ -292,10 +283,7 @@ fn the_api_key_is_required_on_v1_and_metrics() {
     server.stop();
 
     // With a metrics port of its own, /metrics is there (and absent from the API port).
-    let config = ServerConfig {
-        api_key: Some("s3cret-key".into()),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().api_key(Some("s3cret-key".into()));
     let (server, metrics_port) = Server::start_with_metrics(Echo::default(), config, true);
     let metrics = ureq::get(&format!(
         "http://127.0.0.1:{}/metrics",
@@ -313,10 +301,9 @@ fn the_api_key_is_required_on_v1_and_metrics() {
 
 #[test]
 fn foreign_hosts_and_origins_are_refused() {
-    let config = ServerConfig {
-        allowed_hosts: ServerConfig::default_allowed_hosts(&"127.0.0.1:8080".parse().unwrap()),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().allowed_hosts(ServerConfig::default_allowed_hosts(
+        &"127.0.0.1:8080".parse().unwrap(),
+    ));
     let server = Server::start(Echo::default(), config);
     let get = |host: &str, origin: Option<&str>| {
         let mut stream = connect(&server);
@@ -389,10 +376,7 @@ fn an_internal_error_is_logged_with_the_request_id_it_answers_with() {
 
 #[test]
 fn a_constraint_slow_to_compile_is_refused_within_its_budget() {
-    let config = ServerConfig {
-        compile_timeout: Duration::from_millis(500),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().compile_timeout(Duration::from_millis(500));
     let server = Server::start(Echo::default(), config);
     let started = Instant::now();
     let (status, body) = server.post(
@@ -420,10 +404,7 @@ fn cut_and_abandoned_streams_count_what_they_generated() {
         delay: Duration::from_millis(100),
         ..Echo::default()
     };
-    let config = ServerConfig {
-        request_timeout: Duration::from_millis(700),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().request_timeout(Duration::from_millis(700));
     let server = Server::start(echo.clone(), config);
     let words = "w ".repeat(40);
     // Timed out mid-stream: the stream ends with a `timeout` error event.

@@ -115,13 +115,7 @@ fn routes_and_wire_format() {
 
 #[test]
 fn status_codes_and_error_bodies() {
-    let server = Server::start(
-        Echo::default(),
-        ServerConfig {
-            body_limit: 4096,
-            ..ServerConfig::default()
-        },
-    );
+    let server = Server::start(Echo::default(), ServerConfig::default().body_limit(4096));
     let cases: Vec<(&str, &str, String, u16, &str)> = vec![
         ("/v1/chat/completions", "application/json", "{\"messages\": [".into(), 400, "invalid_json"),
         ("/v1/chat/completions", "text/plain", chat("x").to_string(), 415, "unsupported_media_type"),
@@ -219,14 +213,7 @@ fn overflow_gets_503_with_retry_after_and_concurrent_requests_keep_their_state()
         delay: Duration::from_millis(400),
         ..Echo::default()
     };
-    let server = Server::start(
-        backend.clone(),
-        ServerConfig {
-            workers: 1,
-            queue: 1,
-            ..ServerConfig::default()
-        },
-    );
+    let server = Server::start(backend.clone(), ServerConfig::default().workers(1).queue(1));
     let url = server.url("/v1/chat/completions");
     // All six fire at once: one runs, one waits, the rest must be turned away.
     let barrier = Arc::new(std::sync::Barrier::new(6));
@@ -325,10 +312,7 @@ fn the_per_request_timeout_answers_504() {
     };
     let server = Server::start(
         backend,
-        ServerConfig {
-            request_timeout: Duration::from_millis(500),
-            ..ServerConfig::default()
-        },
+        ServerConfig::default().request_timeout(Duration::from_millis(500)),
     );
     let (status, body) = server.post("/v1/chat/completions", &chat(&"w ".repeat(50)));
     assert_eq!(status, 504, "{body}");
@@ -373,10 +357,7 @@ fn graceful_shutdown_finishes_requests_in_flight() {
 fn model_names_are_checked_and_aliases_served() {
     let server = Server::start(
         Echo::default(),
-        ServerConfig {
-            model_aliases: vec!["echo-latest".into(), "org/echo".into()],
-            ..ServerConfig::default()
-        },
+        ServerConfig::default().model_aliases(vec!["echo-latest".into(), "org/echo".into()]),
     );
     let models: Value = ureq::get(&server.url("/v1/models"))
         .call()
@@ -416,13 +397,7 @@ fn model_names_are_checked_and_aliases_served() {
         assert_eq!(body["error"]["param"], "model");
     }
     drop(server);
-    let any = Server::start(
-        Echo::default(),
-        ServerConfig {
-            any_model: true,
-            ..ServerConfig::default()
-        },
-    );
+    let any = Server::start(Echo::default(), ServerConfig::default().any_model(true));
     let mut body = chat("hi");
     body["model"] = json!("gpt-4o");
     assert_eq!(any.post("/v1/chat/completions", &body).0, 200);

@@ -90,10 +90,7 @@ fn json_grammars_resolve_each_tools_own_defs() {
             ToolChoice::Required,
             ToolChoice::Named("register_person".into()),
         ] {
-            let options = GrammarOptions {
-                choice,
-                ..GrammarOptions::default()
-            };
+            let options = GrammarOptions::default().choice(choice);
             let grammar = format.grammar(&registry, &options).unwrap();
             let Grammar::JsonSchema(schema) = &grammar.grammar else {
                 panic!("{format}: expected a JSON Schema grammar")
@@ -110,10 +107,7 @@ fn json_grammars_resolve_each_tools_own_defs() {
                 );
             }
         }
-        let options = GrammarOptions {
-            choice: ToolChoice::Required,
-            ..GrammarOptions::default()
-        };
+        let options = GrammarOptions::default().choice(ToolChoice::Required);
         let Grammar::JsonSchema(schema) = format.grammar(&registry, &options).unwrap().grammar
         else {
             panic!()
@@ -131,11 +125,9 @@ fn the_envelope_answer_schema_keeps_its_defs_too() {
     let registry = registry();
     let answer = json!({"$defs": {"Cite": {"type": "object", "properties": {"source": {"type": "string"}}, "required": ["source"], "additionalProperties": false}},
         "type": "object", "properties": {"cites": {"type": "array", "items": {"$ref": "#/$defs/Cite"}}}, "required": ["cites"], "additionalProperties": false});
-    let options = GrammarOptions {
-        choice: ToolChoice::Auto,
-        answer: Some(answer),
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default()
+        .choice(ToolChoice::Auto)
+        .answer(Some(answer));
     let Grammar::JsonSchema(schema) = CallFormat::Envelope
         .grammar(&registry, &options)
         .unwrap()
@@ -155,10 +147,7 @@ fn the_envelope_answer_schema_keeps_its_defs_too() {
 #[test]
 fn hermes_embeds_each_schema_with_its_defs() {
     let registry = registry();
-    let options = GrammarOptions {
-        choice: ToolChoice::Required,
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default().choice(ToolChoice::Required);
     let Grammar::Lark(lark) = CallFormat::Hermes
         .grammar(&registry, &options)
         .unwrap()
@@ -181,10 +170,7 @@ fn hermes_embeds_each_schema_with_its_defs() {
 
 #[test]
 fn pythonic_inlines_what_it_can_and_refuses_recursion_by_name() {
-    let options = GrammarOptions {
-        choice: ToolChoice::Required,
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default().choice(ToolChoice::Required);
     // Nested models inline into the pythonic grammar.
     let flat = json!([{"type": "function", "function": {"name": "move", "parameters": {
         "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}},
@@ -206,10 +192,7 @@ fn pythonic_inlines_what_it_can_and_refuses_recursion_by_name() {
 #[test]
 fn exports_carry_the_defs() {
     let registry = registry();
-    let options = GrammarOptions {
-        choice: ToolChoice::Required,
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default().choice(ToolChoice::Required);
     // JSON Schema export of the llama3 grammar: a self-contained document.
     let exported = export_tools(
         &registry,

@@ -123,12 +123,10 @@ impl Proposer for LocalProposer<'_> {
             } else {
                 self.sampling
             };
-        let options = GenerateOptions {
-            max_tokens: request.max_tokens,
-            sampling,
-            avoid: request.avoid.to_vec(),
-            ..GenerateOptions::default()
-        };
+        let options = GenerateOptions::default()
+            .max_tokens(request.max_tokens)
+            .sampling(sampling)
+            .avoid(request.avoid.to_vec());
         let options = if request.against_repetition {
             options.against_repetition()
         } else {

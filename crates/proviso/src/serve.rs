@@ -27,6 +27,7 @@ use proviso_judge::{
 
 /// How the local backend serves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LocalBackendConfig {
     /// The format the model writes tool calls in (hermes by default).
     pub call_format: CallFormat,
@@ -49,6 +50,57 @@ pub struct LocalBackendConfig {
     /// ([`proviso_llama::Batcher`]) and decode together, instead of each owning a context
     /// of `run.n_ctx` tokens. There should be as many slots as workers.
     pub batch: Option<BatchOptions>,
+}
+
+impl LocalBackendConfig {
+    /// Sets [`LocalBackendConfig::call_format`].
+    #[must_use]
+    pub fn call_format(mut self, call_format: CallFormat) -> Self {
+        self.call_format = call_format;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::policy`].
+    #[must_use]
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::run`].
+    #[must_use]
+    pub fn run(mut self, run: RunOptions) -> Self {
+        self.run = run;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::attempts`].
+    #[must_use]
+    pub fn attempts(mut self, attempts: usize) -> Self {
+        self.attempts = attempts;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::max_parallel_calls`].
+    #[must_use]
+    pub fn max_parallel_calls(mut self, max_parallel_calls: usize) -> Self {
+        self.max_parallel_calls = max_parallel_calls;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::two_phase_auto`].
+    #[must_use]
+    pub fn two_phase_auto(mut self, two_phase_auto: bool) -> Self {
+        self.two_phase_auto = two_phase_auto;
+        self
+    }
+
+    /// Sets [`LocalBackendConfig::batch`].
+    #[must_use]
+    pub fn batch(mut self, batch: Option<BatchOptions>) -> Self {
+        self.batch = batch;
+        self
+    }
 }
 
 impl Default for LocalBackendConfig {
@@ -256,13 +308,11 @@ impl LocalBackend {
                     allowed_length: allowed_length as usize,
                 }),
         };
-        Ok(GenerateOptions {
-            max_tokens,
-            sampling,
-            stop: request.stop.clone(),
-            logprobs: request.logprobs.map(usize::from),
-            ..GenerateOptions::default()
-        })
+        Ok(GenerateOptions::default()
+            .max_tokens(max_tokens)
+            .sampling(sampling)
+            .stop(request.stop.clone())
+            .logprobs(request.logprobs.map(usize::from)))
     }
 }
 
@@ -295,27 +345,22 @@ impl Backend for LocalBackend {
             }
             let format = self.config.call_format;
             let two_phase = self.config.two_phase_auto && choice == ToolChoice::Auto;
-            let options = GrammarOptions {
-                choice,
-                max_calls: if request.parallel_tool_calls {
+            let options = GrammarOptions::default()
+                .choice(choice)
+                .max_calls(if request.parallel_tool_calls {
                     self.config.max_parallel_calls
                 } else {
                     1
-                },
-                answer: answer_schema.clone(),
-                ..GrammarOptions::default()
-            };
+                })
+                .answer(answer_schema.clone());
             // The model reads the `auto` instructions either way; under two phases it first
             // writes under the `required` grammar.
             let text = instructions(&registry, format, &options);
-            let first = GrammarOptions {
-                choice: if two_phase {
-                    ToolChoice::Required
-                } else {
-                    options.choice.clone()
-                },
-                ..options.clone()
-            };
+            let first = options.clone().choice(if two_phase {
+                ToolChoice::Required
+            } else {
+                options.choice.clone()
+            });
             // Under two phases the call is written with numbers the conversation states
             // only: a call with any other number would be set aside as untraceable. The
             // gates check the declared schemas.
@@ -329,13 +374,7 @@ impl Backend for LocalBackend {
                 .map_err(|e| rejected("tools", e.to_string(), true))?;
             if two_phase {
                 let text_only = format
-                    .grammar(
-                        &registry,
-                        &GrammarOptions {
-                            choice: ToolChoice::None,
-                            ..options.clone()
-                        },
-                    )
+                    .grammar(&registry, &options.clone().choice(ToolChoice::None))
                     .map_err(|e| rejected("tools", e.to_string(), true))?;
                 auto_text = Some(spec_of(&text_only.grammar));
             }
@@ -539,10 +578,7 @@ impl LocalWorker {
         }
         let avoid =
             proviso_tools::provenance::fan_out_avoid(auto.format, text, calls, &auto.conversation)?;
-        let options = GenerateOptions {
-            avoid,
-            ..options.clone()
-        };
+        let options = options.clone().avoid(avoid);
         let longer = self
             .generator
             .generate(&job.prompt, compiled, &options)

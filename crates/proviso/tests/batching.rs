@@ -70,10 +70,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn options(max_tokens: usize) -> GenerateOptions {
-    GenerateOptions {
-        max_tokens,
-        ..GenerateOptions::default()
-    }
+    GenerateOptions::default().max_tokens(max_tokens)
 }
 
 /// The greedy text of `case` on `engine`.
@@ -94,10 +91,7 @@ fn text_on<E: Engine>(generator: &mut Generator<E>, case: &Case) -> String {
 
 /// The cases decoded one at a time by one context of their own.
 fn alone(cases: &[&Case]) -> Vec<String> {
-    let run = RunOptions {
-        n_ctx: 1024,
-        ..RunOptions::default()
-    };
+    let run = RunOptions::default().n_ctx(1024);
     let mut generator = Generator::new(local().engine(run).unwrap(), local().tokenizer());
     cases
         .iter()

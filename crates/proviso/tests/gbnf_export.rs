@@ -31,12 +31,7 @@ fn to_gbnf(schema: &Value) -> Result<String, String> {
 fn generate_with_llama_grammar(gbnf: &str, prompt: &str, max_tokens: usize) -> (String, bool) {
     let local = local();
     let mut sampler = local.model().gbnf_sampler(gbnf).unwrap();
-    let mut engine = local
-        .engine(RunOptions {
-            n_ctx: 2048,
-            ..RunOptions::default()
-        })
-        .unwrap();
+    let mut engine = local.engine(RunOptions::default().n_ctx(2048)).unwrap();
     let tokens = local.prompt(&[Message::new("user", prompt)]).unwrap();
     engine.reset().unwrap();
     engine.decode(&tokens).unwrap();
@@ -111,11 +106,7 @@ fn exported_hermes_tool_grammar_holds_under_llama_cpp() {
         ToolChoice::Required,
         ToolChoice::Named("search_trials".into()),
     ] {
-        let options = GrammarOptions {
-            choice,
-            max_calls: 2,
-            ..GrammarOptions::default()
-        };
+        let options = GrammarOptions::default().choice(choice).max_calls(2);
         let gbnf = export_tools(
             &registry,
             CallFormat::Hermes,
@@ -161,10 +152,7 @@ fn a_tool_with_its_own_defs_holds_under_llama_cpp() {
         ]))
         .unwrap(),
     );
-    let options = GrammarOptions {
-        choice: ToolChoice::Required,
-        ..GrammarOptions::default()
-    };
+    let options = GrammarOptions::default().choice(ToolChoice::Required);
     let gbnf = export_tools(
         &registry,
         CallFormat::Hermes,

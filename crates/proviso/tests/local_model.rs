@@ -23,10 +23,7 @@ fn local() -> &'static LocalModel {
 }
 
 fn run_options() -> RunOptions {
-    RunOptions {
-        n_ctx: 1024,
-        ..RunOptions::default()
-    }
+    RunOptions::default().n_ctx(1024)
 }
 
 fn generate(spec: &ConstraintSpec, prompt: &str, options: &CompileOptions) -> Generation {
@@ -38,10 +35,7 @@ fn generate(spec: &ConstraintSpec, prompt: &str, options: &CompileOptions) -> Ge
         .generate(
             &prompt,
             Some(&compiled),
-            &GenerateOptions {
-                max_tokens: 400,
-                ..GenerateOptions::default()
-            },
+            &GenerateOptions::default().max_tokens(400),
         )
         .unwrap()
 }
@@ -287,10 +281,7 @@ fn unenforceable_keywords_are_refused_or_relaxed() {
         }
     );
     assert!(err.to_string().contains("`uniqueItems`"));
-    let relaxed = CompileOptions {
-        relax: true,
-        ..CompileOptions::default()
-    };
+    let relaxed = CompileOptions::default().relax(true);
     let compiled = local().compile(&spec, &relaxed).unwrap();
     assert_eq!(compiled.verified_only(), ["uniqueItems".to_owned()]);
     // Whatever the superset grammar lets through, the gates hold the full schema, with
@@ -350,10 +341,7 @@ fn truncation_is_length_not_a_value() {
         .generate(
             &prompt,
             Some(&compiled),
-            &GenerateOptions {
-                max_tokens: 8,
-                ..GenerateOptions::default()
-            },
+            &GenerateOptions::default().max_tokens(8),
         )
         .unwrap();
     assert_eq!(generation.stop_reason, StopReason::Length);

@@ -66,10 +66,7 @@ fn json_schema_test_suite_through_the_grammar() {
     let tok_env = constrainer.tok_env().clone();
     // Instances are serialized compactly; the grammar allows bounded free whitespace instead
     // of proviso's fixed separators, as the MaskBench runner does.
-    let options = CompileOptions {
-        max_json_whitespace: Some(12),
-        ..CompileOptions::default()
-    };
+    let options = CompileOptions::default().max_json_whitespace(Some(12));
     let mut files: Vec<_> = std::fs::read_dir(suite_root().join("tests/draft2020-12"))
         .unwrap()
         .map(|e| e.unwrap().path())

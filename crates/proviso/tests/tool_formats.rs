@@ -67,18 +67,11 @@ fn every_format_generates_parses_and_round_trips() {
     let registry = Arc::new(registry());
     for format in CallFormat::ALL {
         for choice in [ToolChoice::Required, ToolChoice::Named("get_arm".into())] {
-            let options = GrammarOptions {
-                choice: choice.clone(),
-                max_calls: 2,
-                ..GrammarOptions::default()
-            };
+            let options = GrammarOptions::default()
+                .choice(choice.clone())
+                .max_calls(2);
             let grammar = format.grammar(&registry, &options).unwrap();
-            let engine = local
-                .engine(RunOptions {
-                    n_ctx: 2048,
-                    ..RunOptions::default()
-                })
-                .unwrap();
+            let engine = local.engine(RunOptions::default().n_ctx(2048)).unwrap();
             let mut proposer =
                 LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
             let messages = vec![
@@ -136,12 +129,7 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
     for format in CallFormat::ALL {
         let options = GrammarOptions::default();
         let grammar = format.grammar(&registry, &options).unwrap();
-        let engine = local
-            .engine(RunOptions {
-                n_ctx: 2048,
-                ..RunOptions::default()
-            })
-            .unwrap();
+        let engine = local.engine(RunOptions::default().n_ctx(2048)).unwrap();
         let mut proposer =
             LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
         let messages = vec![
@@ -177,12 +165,7 @@ fn the_demo_agent_runs_to_a_typed_end_on_the_real_model() {
     let local = local();
     for format in [CallFormat::Envelope, CallFormat::Pythonic] {
         let agent: Agent = proviso_demo_agent(format);
-        let engine = local
-            .engine(RunOptions {
-                n_ctx: 4096,
-                ..RunOptions::default()
-            })
-            .unwrap();
+        let engine = local.engine(RunOptions::default().n_ctx(4096)).unwrap();
         let mut proposer =
             LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
         let report = agent.run(
@@ -218,18 +201,16 @@ fn proviso_demo_agent(format: CallFormat) -> Agent {
         .unwrap();
     Agent::new(
         toolbox,
-        AgentConfig {
-            format,
-            policy: Policy {
+        AgentConfig::default()
+            .format(format)
+            .policy(Policy {
                 budget: proviso::tools::Budget {
                     max_steps: Some(4),
                     ..Default::default()
                 },
                 ..Policy::default()
-            },
-            max_tokens_per_step: 160,
-            ..AgentConfig::default()
-        },
+            })
+            .max_tokens_per_step(160),
     )
     .unwrap()
 }

@@ -321,6 +321,7 @@ impl ToolChoice {
 
 /// What a step's grammar allows.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GrammarOptions {
     /// Whether the model must or must not call a tool.
     pub choice: ToolChoice,
@@ -334,6 +335,43 @@ pub struct GrammarOptions {
     pub answer: Option<Value>,
     /// Whether an envelope may carry `clarification` and `abort` intents.
     pub allow_clarification: bool,
+}
+
+impl GrammarOptions {
+    /// Sets [`GrammarOptions::choice`].
+    #[must_use]
+    pub fn choice(mut self, choice: ToolChoice) -> Self {
+        self.choice = choice;
+        self
+    }
+
+    /// Sets [`GrammarOptions::max_calls`].
+    #[must_use]
+    pub fn max_calls(mut self, max_calls: usize) -> Self {
+        self.max_calls = max_calls;
+        self
+    }
+
+    /// Sets [`GrammarOptions::max_reasoning`].
+    #[must_use]
+    pub fn max_reasoning(mut self, max_reasoning: usize) -> Self {
+        self.max_reasoning = max_reasoning;
+        self
+    }
+
+    /// Sets [`GrammarOptions::answer`].
+    #[must_use]
+    pub fn answer(mut self, answer: Option<Value>) -> Self {
+        self.answer = answer;
+        self
+    }
+
+    /// Sets [`GrammarOptions::allow_clarification`].
+    #[must_use]
+    pub fn allow_clarification(mut self, allow_clarification: bool) -> Self {
+        self.allow_clarification = allow_clarification;
+        self
+    }
 }
 
 impl Default for GrammarOptions {
