@@ -36,6 +36,7 @@ mod contract;
 mod error;
 mod evidence;
 pub mod intent;
+mod message;
 mod rejection;
 mod rules;
 mod schema;
@@ -48,6 +49,7 @@ pub use contract::{
 pub use error::ContractError;
 pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
+pub use message::Message;
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{

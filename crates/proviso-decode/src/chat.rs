@@ -1,27 +1,8 @@
 //! Chat templates: the model's own Jinja template from its GGUF, rendered with minijinja.
 
 use minijinja::{context, Environment, Error, ErrorKind};
-use serde::Serialize;
 
-/// One chat message, in the shape chat templates expect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Message {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl Message {
-    /// A message.
-    #[must_use]
-    pub fn new(role: &str, content: impl Into<String>) -> Self {
-        Self {
-            role: role.to_owned(),
-            content: content.into(),
-        }
-    }
-}
+pub use proviso_contract::Message;
 
 /// Why a template could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

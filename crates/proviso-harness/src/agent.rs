@@ -30,33 +30,14 @@ use crate::steer::{self, FinishCause, Steering, StepPlan};
 /// first: a small model chooses better among a few.
 const CITABLE_LINES: usize = 4;
 use crate::toolbox::{ToolFailure, ToolOutcome, Toolbox};
-
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Turn {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl Turn {
-    /// A message.
-    #[must_use]
-    pub fn new(role: &str, content: impl Into<String>) -> Self {
-        Self {
-            role: role.to_owned(),
-            content: content.into(),
-        }
-    }
-}
+pub use proviso_contract::Message;
 
 /// What the loop asks of the model for one step.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ProposeRequest<'a> {
     /// The conversation so far.
-    pub messages: &'a [Turn],
+    pub messages: &'a [Message],
     /// The grammar the step must be generated under.
     pub grammar: &'a CallGrammar,
     /// Token limit for the step.
@@ -78,7 +59,7 @@ pub struct ProposeRequest<'a> {
 impl<'a> ProposeRequest<'a> {
     /// A fresh step: no retry, nothing to avoid.
     #[must_use]
-    pub fn new(messages: &'a [Turn], grammar: &'a CallGrammar, max_tokens: usize) -> Self {
+    pub fn new(messages: &'a [Message], grammar: &'a CallGrammar, max_tokens: usize) -> Self {
         Self {
             messages,
             grammar,
@@ -400,7 +381,7 @@ pub struct RunReport {
     pub rejections: BTreeMap<String, u64>,
     /// The whole conversation, as the model saw it.
     #[serde(skip)]
-    pub transcript: Vec<Turn>,
+    pub transcript: Vec<Message>,
 }
 
 /// Something that happened during a run, for printing and tracing.
@@ -604,8 +585,8 @@ impl Agent {
             tools: self.toolbox.registry().names(),
         });
         let mut messages = vec![
-            Turn::new("system", &self.system),
-            Turn::new("user", question),
+            Message::new("system", &self.system),
+            Message::new("user", question),
         ];
         let mut usage = Usage::default();
         let mut executed = Vec::new();
@@ -670,7 +651,7 @@ impl Agent {
             // would prime the same loop. The step is retried with penalties instead.
             let looped = proposed.finish_reason == "repetition";
             if !looped {
-                messages.push(Turn::new("assistant", &proposed.text));
+                messages.push(Message::new("assistant", &proposed.text));
             }
             last_looped = looped;
             let rejection = match verdict.into_result() {
@@ -709,7 +690,7 @@ impl Agent {
                                 json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": done.outcome})
                             }
                         };
-                        messages.push(Turn::new("tool", content.to_string()));
+                        messages.push(Message::new("tool", content.to_string()));
                         executed.push(done);
                     }
                     None
@@ -730,7 +711,7 @@ impl Agent {
                 Ok(Intent::Abort { reason, .. }) => break RunEnd::Abort { reason },
                 Ok(Intent::PlanUpdate { plan, .. }) => {
                     in_a_row = 0;
-                    messages.push(Turn::new(
+                    messages.push(Message::new(
                         "tool",
                         json!({"plan_recorded": plan.len()}).to_string(),
                     ));
@@ -769,7 +750,7 @@ impl Agent {
                 };
             }
             if !looped {
-                messages.push(Turn::new("tool", observation(&rejection)));
+                messages.push(Message::new("tool", observation(&rejection)));
             }
         };
         usage.wall_ms = millis(started.elapsed());

@@ -17,8 +17,8 @@ mod toolbox;
 mod trace;
 
 pub use agent::{
-    Agent, AgentConfig, CounterSnapshot, Counters, Event, ExecutedCall, Observer, ProposeRequest,
-    Proposed, Proposer, ProposerError, RunEnd, RunReport, Turn,
+    Agent, AgentConfig, CounterSnapshot, Counters, Event, ExecutedCall, Message, Observer,
+    ProposeRequest, Proposed, Proposer, ProposerError, RunEnd, RunReport,
 };
 pub use steer::{FinishCause, Steering, StepPlan};
 pub use toolbox::{ToolFailure, ToolOutcome, Toolbox};

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use proviso_contract::{IntentClass, Verdict};
 use proviso_harness::{
-    Agent, AgentConfig, Event, JsonlTrace, Observer, ProposeRequest, Proposed, Proposer,
-    ProposerError, RunEnd, RunReport, ToolFailure, ToolOutcome, Toolbox, Turn,
+    Agent, AgentConfig, Event, JsonlTrace, Message, Observer, ProposeRequest, Proposed, Proposer,
+    ProposerError, RunEnd, RunReport, ToolFailure, ToolOutcome, Toolbox,
 };
 use proviso_tools::{
     write_call, ArgumentPolicy, Budget, CallFormat, GrammarOptions, Policy, Role, ToolSpec,
@@ -164,7 +164,7 @@ fn policy(role: &str) -> Policy {
 /// A model that writes what the test scripted, and remembers what it was shown.
 struct Scripted {
     outputs: Vec<(String, &'static str)>,
-    seen: Vec<Vec<Turn>>,
+    seen: Vec<Vec<Message>>,
 }
 
 impl Scripted {

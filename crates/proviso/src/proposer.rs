@@ -2,8 +2,7 @@
 //! the call format's grammar, compiled once per grammar.
 
 use proviso_decode::{
-    CompileOptions, Compiled, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
-    Sampling, Stats,
+    CompileOptions, Compiled, ConstraintSpec, Engine, GenerateOptions, Generator, Sampling, Stats,
 };
 use proviso_harness::{ProposeRequest, Proposed, Proposer, ProposerError};
 use proviso_tools::{CallGrammar, Grammar};
@@ -98,15 +97,14 @@ impl<'m> LocalProposer<'m> {
 
 impl Proposer for LocalProposer<'_> {
     fn propose(&mut self, request: &ProposeRequest<'_>) -> Result<Proposed, ProposerError> {
-        let messages: Vec<Message> = request
-            .messages
-            .iter()
-            .map(|t| Message::new(&t.role, t.content.clone()))
-            .collect();
-        let prompt = self.model.prompt(&messages).map_err(|e| ProposerError {
-            code: "prompt_failed".into(),
-            message: e.to_string(),
-        })?;
+        // The harness's transcript is already in the chat template's message type.
+        let prompt = self
+            .model
+            .prompt(request.messages)
+            .map_err(|e| ProposerError {
+                code: "prompt_failed".into(),
+                message: e.to_string(),
+            })?;
         let compiled = self.prepare(request.grammar)?.clone();
         // A rejected greedy step would come back unchanged: retries sample instead, except
         // after a loop, where greedy decoding with penalties against repetition is the

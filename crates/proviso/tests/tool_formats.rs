@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 
 use proviso::decode::{CompileOptions, Sampling};
-use proviso::harness::{Agent, AgentConfig, ProposeRequest, Proposer, RunEnd, Toolbox, Turn};
+use proviso::harness::{Agent, AgentConfig, Message, ProposeRequest, Proposer, RunEnd, Toolbox};
 use proviso::llama::RunOptions;
 use proviso::tools::{
     instructions, write_call, CallFormat, Finish, GrammarOptions, Policy, Registry, ToolChoice,
@@ -75,8 +75,8 @@ fn every_format_generates_parses_and_round_trips() {
             let mut proposer =
                 LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
             let messages = vec![
-                Turn::new("system", instructions(&registry, format, &options)),
-                Turn::new("user", "Which arms of trial NCT04123456 were terminated?"),
+                Message::new("system", instructions(&registry, format, &options)),
+                Message::new("user", "Which arms of trial NCT04123456 were terminated?"),
             ];
             let proposed = proposer
                 .propose(&ProposeRequest::new(&messages, &grammar, 120))
@@ -133,8 +133,8 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
         let mut proposer =
             LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
         let messages = vec![
-            Turn::new("system", instructions(&registry, format, &options)),
-            Turn::new("user", "Say hello."),
+            Message::new("system", instructions(&registry, format, &options)),
+            Message::new("user", "Say hello."),
         ];
         let proposed = proposer
             .propose(&ProposeRequest::new(&messages, &grammar, 60))
