@@ -423,107 +423,36 @@ fn two_calls_in_one_step_run_nothing_when_the_budget_allows_one() {
     }
 }
 
+/// One call per case of `breakers.json`, written in every call format: it surfaces at the
+/// gate and with the code the table names, and nothing runs; or, for a case the policy
+/// allows, the one tool it names runs once.
 #[test]
-fn schema_breaks_are_named_and_run_nothing() {
-    let cases = [
-        ("search_trials", json!({}), "missing_required"),
-        (
-            "search_trials",
-            json!({"query": "a", "limit": 3}),
-            "unexpected_property",
-        ),
-        (
-            "delete_records",
-            json!({"trial_id": "NCT04123456"}),
-            "unknown_tool",
-        ),
-        (
-            "refund",
-            json!({"order_id": "ORD-000001", "amount_yuan": "120"}),
-            "type_mismatch",
-        ),
-    ];
-    for format in CallFormat::ALL {
-        for (tool, arguments, code) in &cases {
+fn every_breaker_in_the_table_surfaces_where_it_says() {
+    let table: Vec<Value> =
+        serde_json::from_str(include_str!("breakers.json")).expect("breakers.json is JSON");
+    assert!(table.len() >= 12);
+    for case in &table {
+        let name = case["case"].as_str().unwrap();
+        let tool = case["call"]["tool"].as_str().unwrap();
+        let arguments = case["call"]["arguments"].clone();
+        for format in CallFormat::ALL {
             let run = run_as(
                 format,
-                "clerk",
+                case["role"].as_str().unwrap(),
                 vec![call(format, tool, arguments.clone()), answer(format)],
             );
-            assert_rejected_first(&run, "schema", code);
+            match (case["gate"].as_str(), case["runs"].as_str()) {
+                (Some(gate), None) => {
+                    println!("{name} ({format}): {gate}/{}", run.verdicts[0].code());
+                    assert_rejected_first(&run, gate, case["code"].as_str().unwrap());
+                }
+                (None, Some(runs)) => {
+                    assert_eq!(run.effects.of(runs), 1, "{name} ({format})");
+                    assert_eq!(run.effects.total(), 1, "{name} ({format})");
+                }
+                _ => panic!("{name}: a case names either a gate and a code, or the tool that runs"),
+            }
         }
-    }
-}
-
-#[test]
-fn argument_policies_refuse_traversal_and_out_of_bounds() {
-    for format in CallFormat::ALL {
-        for path in ["../secrets.txt", "/etc/passwd", "a/../../b"] {
-            let run = run_as(
-                format,
-                "clerk",
-                vec![
-                    call(format, "read_note", json!({"path": path})),
-                    answer(format),
-                ],
-            );
-            assert_rejected_first(&run, "policy", "path_outside_root");
-        }
-        let run = run_as(
-            format,
-            "clerk",
-            vec![
-                call(
-                    format,
-                    "refund",
-                    json!({"order_id": "ORD-000001", "amount_yuan": 900}),
-                ),
-                answer(format),
-            ],
-        );
-        assert_rejected_first(&run, "policy", "out_of_bounds");
-        let run = run_as(
-            format,
-            "clerk",
-            vec![
-                call(
-                    format,
-                    "refund",
-                    json!({"order_id": "ORD-1", "amount_yuan": 90}),
-                ),
-                answer(format),
-            ],
-        );
-        assert_rejected_first(&run, "policy", "policy_pattern_mismatch");
-        // Within the policy, the clerk's refund runs.
-        let run = run_as(
-            format,
-            "clerk",
-            vec![
-                call(
-                    format,
-                    "refund",
-                    json!({"order_id": "ORD-000001", "amount_yuan": 90}),
-                ),
-                answer(format),
-            ],
-        );
-        assert_eq!(run.effects.of("refund"), 1);
-    }
-}
-
-#[test]
-fn a_mutate_tool_needs_a_role_that_may_mutate() {
-    for format in CallFormat::ALL {
-        let note = call(
-            format,
-            "file_note",
-            json!({"trial_id": "NCT04123456", "text": "x"}),
-        );
-        let run = run_as(format, "analyst", vec![note.clone(), answer(format)]);
-        assert_rejected_first(&run, "permission", "permission_denied");
-        let run = run_as(format, "clerk", vec![note, answer(format)]);
-        assert_eq!(run.effects.of("file_note"), 1);
     }
 }
 
