@@ -147,6 +147,70 @@ fn status_codes_and_error_bodies() {
     server.stop();
 }
 
+/// The body with what changes from run to run (ids, creation times) replaced by
+/// placeholders, so that a snapshot holds the wire format and nothing else.
+fn stable(mut body: Value) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    match key.as_str() {
+                        "id" if v.as_str().is_some_and(|s| s != "echo") => *v = json!("[id]"),
+                        "created" | "created_at" => *v = json!("[time]"),
+                        _ => walk(v),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut body);
+    body
+}
+
+/// The HTTP responses users and client libraries read, snapshotted whole: successes of each
+/// route, and one error body per status code. A change to any field shows in review.
+#[test]
+fn response_bodies_match_their_snapshots() {
+    let server = Server::start(Echo::default(), ServerConfig::default().body_limit(4096));
+    let mut bodies = Vec::new();
+    let requests = [
+        ("/v1/chat/completions", "application/json", chat("hello there").to_string()),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "a b c d"}], "max_tokens": 2}).to_string()),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "call it"}],
+            "tools": [{"type": "function", "function": {"name": "get_arm", "parameters": {"type": "object"}}}]}).to_string()),
+        ("/v1/completions", "application/json", json!({"model": "echo", "prompt": "one two", "n": 2}).to_string()),
+        ("/v1/chat/completions", "application/json", "{\"messages\": [".to_owned()),
+        ("/v1/chat/completions", "text/plain", chat("x").to_string()),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "temperature": 7}).to_string()),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "stream": true}).to_string()),
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x".repeat(5000)}]}).to_string()),
+        ("/v1/nothing", "application/json", "{}".to_owned()),
+    ];
+    for (path, content_type, body) in requests {
+        let (status, response) = server.post_raw(path, content_type, &body);
+        bodies.push(json!({"request": format!("POST {path} ({content_type}) {body:.60}"), "status": status, "body": stable(response)}));
+    }
+    for path in ["/v1/models", "/v1/models/echo", "/v1/models/other"] {
+        let (status, response) = match ureq::get(&server.url(path)).call() {
+            Ok(r) => (r.status(), r.into_json::<Value>().unwrap()),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_json::<Value>().unwrap()),
+            Err(e) => panic!("{e}"),
+        };
+        bodies.push(
+            json!({"request": format!("GET {path}"), "status": status, "body": stable(response)}),
+        );
+    }
+    // A string snapshot: serde_json's exact numbers (`arbitrary_precision`) do not pass
+    // through insta's own serializer.
+    insta::assert_snapshot!(
+        "response_bodies",
+        serde_json::to_string_pretty(&bodies).unwrap()
+    );
+    server.stop();
+}
+
 #[test]
 fn streams_content_and_tool_call_deltas_then_done() {
     let server = Server::start(Echo::default(), ServerConfig::default());
