@@ -167,7 +167,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
                     stats["compile_ms"] = json!(compiled.compile_time().as_secs_f64() * 1e3);
                     if let Some((document, _)) = &contract {
                         let verified_only = compiled.verified_only();
-                        let enforced: Vec<String> = proviso::assertion_keywords(document)
+                        let enforced: Vec<String> = proviso::contract::assertion_keywords(document)
                             .into_iter()
                             .filter(|k| !verified_only.contains(k))
                             .collect();

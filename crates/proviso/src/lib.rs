@@ -7,8 +7,22 @@
 //! local GGUF model under a grammar compiled from the same contract.
 //!
 //! This crate is a facade: it re-exports the focused crates so that users depend on one name.
+//! The root holds what a user of contracts reaches for first: declaring a [`Contract`],
+//! checking an output into a [`Verdict`], and reading its [`Intent`] or [`Rejection`]. Each
+//! focused crate is also reachable whole, under its own module ([`contract`], [`json`],
+//! [`tools`], [`harness`], and with the `local` feature `decode`, `llama` and `model`).
 
-pub use proviso_contract::*;
+pub use proviso_contract::{
+    Answer, AnswerStatus, Citation, Claim, CompiledSchema, Contract, ContractBuilder,
+    ContractError, DeclaredTool, EvidencePolicy, FnRule, Gate, GateStatus, Intent, IntentClass,
+    Location, Message, NextStep, Ordered, Output, OutputKind, Rejection, Rule, SchemaOptions,
+    SourceDocument, SourceStore, ToolCall, Verdict, VersionCheck, Violation,
+};
+
+/// Contracts, gates, verdicts and intents (re-export of `proviso-contract`).
+pub mod contract {
+    pub use proviso_contract::*;
+}
 
 /// Strict JSON parsing (re-export of `proviso-json`).
 pub mod json {
