@@ -20,7 +20,9 @@
 //! A value is *traceable* when the conversation states it (a number written in it, a string
 //! whose words all occur in it, a date whose year, month and day occur in it) or when the
 //! declaration supplies it (a boolean, a value of an `enum` or `const`, the parameter's
-//! `default`). The judgement is lexical and deliberately conservative: it never turns a text
+//! `default`). A number stated once supports one argument: two required arguments given the
+//! same number the conversation states once (`number=30, skip=30`) leave the second
+//! untraceable. The judgement is lexical and deliberately conservative: it never turns a text
 //! answer into a call, it only withholds calls the conversation does not support.
 
 use std::collections::BTreeSet;
@@ -673,18 +675,26 @@ struct Conversation {
     said: BTreeSet<String>,
     joined: String,
     numbers: Vec<f64>,
+    /// Each number the conversation states, once per mention, with its readings.
+    mentions: Vec<Vec<f64>>,
 }
 
 impl Conversation {
     fn new(text: &str) -> Self {
         let all: Vec<String> = words(text).collect();
         let mut numbers = numbers_in(text);
+        let mut mentions: Vec<Vec<f64>> = stated_numbers(text)
+            .into_iter()
+            .map(|(_, n)| vec![n, -n, n / 100.0])
+            .collect();
         for word in &all {
             if let Some((_, n)) = NUMBER_WORDS.iter().find(|(w, _)| w == word) {
                 numbers.push(*n);
+                mentions.push(vec![*n]);
             }
         }
         Self {
+            mentions,
             said: content_words(text).collect(),
             joined: all.concat(),
             words: all.into_iter().collect(),
@@ -734,18 +744,42 @@ impl Conversation {
         let Some(arguments) = arguments.as_object() else {
             return Vec::new();
         };
+        // A number stated once supports one argument: the second argument given the same
+        // stated number (`number=30, skip=30` for "the closest integer to 30") was not
+        // given it by the conversation.
+        let mut used: Vec<f64> = Vec::new();
         required
             .into_iter()
             .filter(|name| {
                 let schema = parameters
                     .pointer(&format!("/properties/{}", escape(name)))
                     .unwrap_or(&Value::Null);
-                arguments
-                    .get(*name)
-                    .is_some_and(|value| !self.traceable(value, schema))
+                let Some(value) = arguments.get(*name) else {
+                    return false;
+                };
+                if !self.traceable(value, schema) {
+                    return true;
+                }
+                match value.as_f64() {
+                    Some(n) if !declared(value, schema) => {
+                        let before = used.iter().filter(|&&u| u == n).count();
+                        used.push(n);
+                        before >= self.mentions(n).max(1)
+                    }
+                    _ => false,
+                }
             })
             .map(str::to_owned)
             .collect()
+    }
+
+    /// How many times the conversation states `n`: each number written in it (read also
+    /// with its sign and as a percentage) and each number word counts once.
+    fn mentions(&self, n: f64) -> usize {
+        self.mentions
+            .iter()
+            .filter(|readings| readings.contains(&n))
+            .count()
     }
 
     fn traceable(&self, value: &Value, schema: &Value) -> bool {
@@ -1014,6 +1048,31 @@ mod tests {
             AutoChoice::AskFor {
                 missing: vec!["calculate_triangle_area.height".into()]
             }
+        );
+        // A number stated once supports one argument; stated twice, two.
+        let twice = |q: &str| {
+            choose(
+                &r,
+                &call(
+                    "calculate_triangle_area",
+                    json!({"base": 4, "height": 4, "unit": "cm"}),
+                ),
+                q,
+            )
+        };
+        assert_eq!(
+            twice("Area of a triangle of base 4?"),
+            AutoChoice::AskFor {
+                missing: vec!["calculate_triangle_area.height".into()]
+            }
+        );
+        assert_eq!(
+            twice("Area of a triangle of base 4 and height 4?"),
+            AutoChoice::Call
+        );
+        assert_eq!(
+            twice("Area of a triangle of base four and height 4?"),
+            AutoChoice::Call
         );
     }
 
