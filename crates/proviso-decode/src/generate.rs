@@ -559,17 +559,9 @@ impl<E: Engine> Generator<E> {
             let Some(token) = token else {
                 break;
             };
-            // The mask can admit a token that llguidance then refuses against bytes it has
-            // already forced (a multi-byte character split across tokens); such a token
-            // would end the generation with a parser error, so another is taken.
-            let consumable = self.ends.contains(&token)
-                || matcher
-                    .as_deref_mut()
-                    .is_none_or(|m| m.validate_tokens(&[token]).is_ok_and(|n| n == 1));
-            if consumable
-                && (avoid.is_empty()
-                    || self.ends.contains(&token)
-                    || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid))
+            if avoid.is_empty()
+                || self.ends.contains(&token)
+                || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid)
             {
                 return Ok(token);
             }
