@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 
 use proviso_contract::{Claim, Contract, EvidencePolicy, SourceStore};
-use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice, ToolSpec};
+use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -845,63 +845,54 @@ pub(crate) fn ground_arguments(
             strings(result, &mut texts);
         }
     }
-    let mut changed = false;
-    let specs: Vec<ToolSpec> = registry
-        .iter()
-        .map(|tool| {
-            let spec = tool.spec().clone();
-            let mut parameters = spec.parameters().clone();
-            if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
-                for property in properties.values_mut() {
-                    let named = match property.get("pattern").and_then(Value::as_str) {
-                        Some(p) if property.get("enum").is_none() => named_values(p, &texts),
-                        _ => Vec::new(),
+    registry.narrowed(|parameters| {
+        let mut changed = false;
+        if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+            for property in properties.values_mut() {
+                let named = match property.get("pattern").and_then(Value::as_str) {
+                    Some(p) if property.get("enum").is_none() => named_values(p, &texts),
+                    _ => Vec::new(),
+                };
+                let Some(map) = property.as_object_mut() else {
+                    continue;
+                };
+                if !named.is_empty() {
+                    map.remove("minLength");
+                    map.remove("maxLength");
+                    map.remove("pattern");
+                    map.insert("enum".into(), json!(named));
+                    changed = true;
+                } else if is_free_text(&Value::Object(map.clone())) {
+                    let bounds = (
+                        map.get("minLength").and_then(Value::as_u64).unwrap_or(0),
+                        map.get("maxLength")
+                            .and_then(Value::as_u64)
+                            .unwrap_or(u64::MAX),
+                    );
+                    let fits = |q: &String| {
+                        let n = q.chars().count() as u64;
+                        n >= bounds.0 && n <= bounds.1
                     };
-                    let Some(map) = property.as_object_mut() else {
-                        continue;
-                    };
-                    if !named.is_empty() {
+                    if let Some(all) = &enumerated {
+                        let values: Vec<&String> = all.iter().filter(|q| fits(q)).collect();
+                        if values.is_empty() {
+                            continue;
+                        }
                         map.remove("minLength");
                         map.remove("maxLength");
-                        map.remove("pattern");
-                        map.insert("enum".into(), json!(named));
+                        map.insert("enum".into(), json!(values));
                         changed = true;
-                    } else if is_free_text(&Value::Object(map.clone())) {
-                        let bounds = (
-                            map.get("minLength").and_then(Value::as_u64).unwrap_or(0),
-                            map.get("maxLength")
-                                .and_then(Value::as_u64)
-                                .unwrap_or(u64::MAX),
-                        );
-                        let fits = |q: &String| {
-                            let n = q.chars().count() as u64;
-                            n >= bounds.0 && n <= bounds.1
-                        };
-                        if let Some(all) = &enumerated {
-                            let values: Vec<&String> = all.iter().filter(|q| fits(q)).collect();
-                            if values.is_empty() {
-                                continue;
-                            }
-                            map.remove("minLength");
-                            map.remove("maxLength");
-                            map.insert("enum".into(), json!(values));
-                            changed = true;
-                        } else if let Some(pattern) = &words {
-                            map.remove("minLength");
-                            map.remove("maxLength");
-                            map.insert("pattern".into(), json!(pattern));
-                            changed = true;
-                        }
+                    } else if let Some(pattern) = &words {
+                        map.remove("minLength");
+                        map.remove("maxLength");
+                        map.insert("pattern".into(), json!(pattern));
+                        changed = true;
                     }
                 }
             }
-            spec.with_parameters(parameters)
-        })
-        .collect();
-    if !changed {
-        return None;
-    }
-    Registry::new(specs).ok()
+        }
+        changed
+    })
 }
 
 /// Most citation sets one grounded answer grammar enumerates.

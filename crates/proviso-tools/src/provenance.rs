@@ -109,44 +109,35 @@ pub fn ground_numbers(registry: &Registry, conversation: &str) -> Option<Registr
     if stated.is_empty() {
         return None;
     }
-    let mut changed = false;
-    let specs: Vec<ToolSpec> = registry
-        .iter()
-        .map(|tool| {
-            let spec = tool.spec().clone();
-            let mut parameters = spec.parameters().clone();
-            let required: Vec<String> = parameters
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
-                // Only required arguments must be traceable; an optional one the model
-                // gives (`gravity=9.81`) is the declaration's business.
-                for (_, property) in properties
-                    .iter_mut()
-                    .filter(|(name, _)| required.contains(name))
-                {
-                    changed |= ground_number(property, &stated);
-                    if property.get("type").and_then(Value::as_str) == Some("array") {
-                        if let Some(items) = property.get_mut("items") {
-                            changed |= ground_number(items, &stated);
-                        }
+    registry.narrowed(|parameters| {
+        let required: Vec<String> = parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut changed = false;
+        if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+            // Only required arguments must be traceable; an optional one the model gives
+            // (`gravity=9.81`) is the declaration's business.
+            for (_, property) in properties
+                .iter_mut()
+                .filter(|(name, _)| required.contains(name))
+            {
+                changed |= ground_number(property, &stated);
+                if property.get("type").and_then(Value::as_str) == Some("array") {
+                    if let Some(items) = property.get_mut("items") {
+                        changed |= ground_number(items, &stated);
                     }
                 }
             }
-            spec.with_parameters(parameters)
-        })
-        .collect();
-    if !changed {
-        return None;
-    }
-    Registry::new(specs).ok()
+        }
+        changed
+    })
 }
 
 /// Limits one numeric schema to the stated numbers that fit it (see [`ground_numbers`]);

@@ -213,6 +213,28 @@ impl Registry {
         Ok(registry)
     }
 
+    /// This registry with each tool's parameter schema rewritten by `narrow`, which returns
+    /// whether it changed anything; `None` when nothing changed (or the rewritten schemas do
+    /// not compile). Steering uses it to narrow what a grammar lets the model write; the
+    /// gates keep checking the declared registry.
+    #[must_use]
+    pub fn narrowed(&self, mut narrow: impl FnMut(&mut Value) -> bool) -> Option<Self> {
+        let mut changed = false;
+        let specs: Vec<ToolSpec> = self
+            .iter()
+            .map(|tool| {
+                let spec = tool.spec().clone();
+                let mut parameters = spec.parameters().clone();
+                changed |= narrow(&mut parameters);
+                spec.with_parameters(parameters)
+            })
+            .collect();
+        if !changed {
+            return None;
+        }
+        Self::new(specs).ok()
+    }
+
     /// Adds one tool.
     ///
     /// # Errors

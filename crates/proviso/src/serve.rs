@@ -717,8 +717,8 @@ impl Worker for LocalWorker {
                     .map_err(|e| run_error(&e))?;
                 let sent_any = streamer.sent_any;
                 let generated = generation.tokens.len();
-                completion_tokens += generation.tokens.len() as u64;
-                sink.generated(generation.tokens.len() as u64);
+                completion_tokens += generated as u64;
+                sink.generated(generated as u64);
                 if generation.stop_reason == StopReason::Cancelled {
                     return Err(RunError::Cancelled);
                 }
