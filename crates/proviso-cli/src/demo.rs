@@ -248,7 +248,7 @@ impl Observer for Printer {
                     "model output ({} tokens in {:.2} s, finish: {}):",
                     proposed.output_tokens,
                     duration.as_secs_f64(),
-                    proposed.finish_reason
+                    proposed.finish.as_str()
                 );
                 out.push_str(&indent(&shorten(&proposed.text, 600)));
             }

@@ -235,7 +235,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
                         Vec::new(),
                         Err(proviso::Rejection::new(
                             proviso::Gate::Parse,
-                            "invalid_utf8",
+                            proviso::Code::InvalidUtf8,
                             "the input is not UTF-8",
                             proviso::Location::default(),
                         )),

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::rejection::{Gate, Rejection};
 
 /// The `ka-answer-v1` schema with its `x-proviso` declaration.
@@ -78,7 +79,7 @@ impl Answer {
             other => {
                 return Err(Rejection::new(
                     Gate::Schema,
-                    "unknown_schema_version",
+                    Code::UnknownSchemaVersion,
                     format!("schema_version {other:?} is not ka-answer-v1 or ka-answer-v2"),
                     crate::rejection::Location::instance("/schema_version"),
                 ))
@@ -87,7 +88,7 @@ impl Answer {
         let shape = |what: &str| {
             Rejection::new(
                 Gate::Schema,
-                "type_mismatch",
+                Code::TypeMismatch,
                 format!("{what} does not have the answer contract's shape"),
                 crate::rejection::Location::default(),
             )
@@ -119,8 +120,8 @@ impl Answer {
     #[must_use]
     pub fn from_rejection(rejection: &Rejection) -> Self {
         let (status, reason) = match rejection.code() {
-            "refused" => (AnswerStatus::Refused, "provider_refusal".to_owned()),
-            code => (AnswerStatus::Error, code.to_owned()),
+            Code::Refused => (AnswerStatus::Refused, "provider_refusal".to_owned()),
+            code => (AnswerStatus::Error, code.as_str().to_owned()),
         };
         Self {
             status,

@@ -15,6 +15,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::error::ContractError;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::intent::{self, Intent, IntentClass, ToolCall};
@@ -286,7 +287,7 @@ impl Verdict {
     /// The verdict's code: `accepted`, or the rejection's code.
     #[must_use]
     pub fn code(&self) -> &str {
-        self.rejection().map_or("accepted", Rejection::code)
+        self.rejection().map_or("accepted", |r| r.code().as_str())
     }
 }
 
@@ -562,7 +563,7 @@ impl Contract {
                     Err(e) => {
                         return progress.reject(Rejection::new(
                             Gate::Transport,
-                            "malformed_envelope",
+                            Code::MalformedEnvelope,
                             format!("the envelope is not strict JSON: {e}"),
                             Location::at(e.position()),
                         ))
@@ -588,7 +589,7 @@ impl Contract {
             let Some(text) = text else {
                 return progress.reject(Rejection::new(
                     Gate::Parse,
-                    "empty_input",
+                    Code::EmptyInput,
                     "the response carries neither text nor tool calls",
                     Location::default(),
                 ));
@@ -649,7 +650,7 @@ impl Contract {
             Some(intent) => progress.accept(intent),
             None => progress.reject(Rejection::new(
                 Gate::Application,
-                "missing_intent",
+                Code::MissingIntent,
                 "no intent",
                 Location::default(),
             )),
@@ -671,7 +672,7 @@ impl Contract {
             let known: Vec<&str> = self.tools.keys().map(String::as_str).collect();
             return Err(Rejection::new(
                 Gate::Schema,
-                "unknown_tool",
+                Code::UnknownTool,
                 format!(
                     "`{name}` is not a declared tool (declared: {})",
                     if known.is_empty() {
@@ -702,7 +703,7 @@ impl Contract {
         let Value::Object(arguments) = arguments else {
             return Err(Rejection::new(
                 Gate::Schema,
-                "type_mismatch",
+                Code::TypeMismatch,
                 format!("the arguments of `{name}` are not an object"),
                 Location::instance(format!("{pointer}/arguments")),
             ));
@@ -736,7 +737,7 @@ impl Contract {
                 return progress.reject(Rejection::from_violations(
                     Gate::Schema,
                     vec![locate(Violation {
-                        code: "unknown_schema_version".into(),
+                        code: Code::UnknownSchemaVersion,
                         keyword: None,
                         message: format!(
                             "{} is {shown}; this contract understands {}; an unknown version is rejected, never guessed",
@@ -767,7 +768,7 @@ impl Contract {
             OutputKind::Envelope => match intent::from_envelope(&value, &|n| self.class_of(n)) {
                 Ok(intent) => intent,
                 Err(v) => {
-                    let gate = if v.code == "unknown_tool" {
+                    let gate = if v.code == Code::UnknownTool {
                         Gate::Schema
                     } else {
                         Gate::Application
@@ -855,7 +856,7 @@ pub(crate) fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
             first,
         } => {
             let at = |position: proviso_json::Position, which: &str| Violation {
-                code: e.code().into(),
+                code: Code::from(e.kind()),
                 keyword: None,
                 message: format!("{which} occurrence of key {key:?}"),
                 location: Location {
@@ -867,9 +868,9 @@ pub(crate) fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
                 instance_path: Some(pointer.clone()),
                 ..location
             };
-            Rejection::new(Gate::Parse, e.code(), e.message(), location)
+            Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location)
                 .with_violations(vec![at(*first, "first"), at(e.position(), "second")])
         }
-        _ => Rejection::new(Gate::Parse, e.code(), e.message(), location),
+        _ => Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location),
     }
 }

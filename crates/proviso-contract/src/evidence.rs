@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::error::ContractError;
 use crate::rejection::{Location, Violation};
 
@@ -323,7 +324,7 @@ impl EvidencePolicy {
                         None => mention.value.clone(),
                     };
                     violations.push(Violation {
-                        code: "unsupported_claim".into(),
+                        code: Code::UnsupportedClaim,
                         keyword: None,
                         message: format!(
                             "{pointer} claims {what}, which the quoted lines do not state"
@@ -339,8 +340,8 @@ impl EvidencePolicy {
 
 fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<String, Violation> {
     let field = |name: &str| citation.get(name);
-    let violation = |code: &str, field: &str, message: String| Violation {
-        code: code.into(),
+    let violation = |code: Code, field: &str, message: String| Violation {
+        code,
         keyword: None,
         message,
         location: Location::instance(format!("{base}/{field}")),
@@ -350,14 +351,14 @@ fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<S
     let versions = store.versions(source_id);
     if versions.is_empty() {
         return Err(violation(
-            "unknown_source",
+            Code::UnknownSource,
             "source_id",
             format!("{base} cites source `{source_id}`, which is not in the store"),
         ));
     }
     let Some(document) = versions.iter().find(|d| d.version == version) else {
         return Err(violation(
-            "unknown_version",
+            Code::UnknownVersion,
             "version",
             format!("{base} cites version `{version}` of `{source_id}`, which does not exist"),
         ));
@@ -368,7 +369,7 @@ fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<S
             .find(|d| d.in_force)
             .map_or_else(|| "none".to_owned(), |d| format!("`{}`", d.version));
         return Err(violation(
-            "version_not_in_force",
+            Code::VersionNotInForce,
             "version",
             format!(
                 "{base} cites version `{version}` of `{source_id}`, but the version in force is {current}"
@@ -384,7 +385,7 @@ fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<S
     let (start, end) = (line("line_start"), line("line_end"));
     let Some(excerpt) = document.excerpt(start, end) else {
         return Err(violation(
-            "line_range_outside_document",
+            Code::LineRangeOutsideDocument,
             "line_end",
             format!(
                 "{base} cites lines {start}-{end} of `{source_id}` {version}, which has {} lines",
@@ -395,7 +396,7 @@ fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<S
     let quote = field("quote").and_then(Value::as_str).unwrap_or("");
     if quote != excerpt {
         return Err(violation(
-            "quote_mismatch",
+            Code::QuoteMismatch,
             "quote",
             format!("{base}/quote is not exactly lines {start}-{end} of `{source_id}` {version}"),
         ));

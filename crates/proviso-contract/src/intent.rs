@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::code::Code;
 use crate::rejection::{Location, Violation};
 
 /// What a tool does to the world; permissions and budgets key on it.
@@ -280,22 +281,22 @@ pub fn from_envelope(
     value: &Value,
     class_of: &dyn Fn(&str) -> Option<IntentClass>,
 ) -> Result<Intent, Violation> {
-    let fail = |code: &str, message: String, path: &str| Violation {
-        code: code.into(),
+    let fail = |code: Code, message: String, path: &str| Violation {
+        code,
         keyword: None,
         message,
         location: Location::instance(path),
     };
     let Some(object) = value.as_object() else {
         return Err(fail(
-            "missing_intent",
+            Code::MissingIntent,
             "the output is not an intent envelope object".into(),
             "",
         ));
     };
     let Some(kind) = object.get("intent") else {
         return Err(fail(
-            "missing_intent",
+            Code::MissingIntent,
             "the output names no `intent`; free text or a bare object is never taken as an answer"
                 .into(),
             "",
@@ -303,14 +304,14 @@ pub fn from_envelope(
     };
     let Some(kind) = kind.as_str() else {
         return Err(fail(
-            "ambiguous_intent",
+            Code::AmbiguousIntent,
             "`intent` must be exactly one intent name".into(),
             "/intent",
         ));
     };
     let Some((_, own)) = FIELDS.iter().find(|(name, _)| *name == kind) else {
         return Err(fail(
-            "unknown_intent",
+            Code::UnknownIntent,
             format!("`{kind}` is not one of final_answer, tool_request, clarification, plan_update, abort"),
             "/intent",
         ));
@@ -321,7 +322,7 @@ pub fn from_envelope(
         }
         if let Some((other, _)) = FIELDS.iter().find(|(_, f)| f.contains(&key.as_str())) {
             return Err(fail(
-                "ambiguous_intent",
+                Code::AmbiguousIntent,
                 format!("a `{kind}` intent also carries `{key}`, which belongs to `{other}`"),
                 &format!("/{key}"),
             ));
@@ -338,7 +339,7 @@ pub fn from_envelope(
             .map(str::to_owned)
             .ok_or_else(|| {
                 fail(
-                    "malformed_intent",
+                    Code::MalformedIntent,
                     format!("a `{kind}` intent needs a string `{name}`"),
                     &format!("/{name}"),
                 )
@@ -351,7 +352,7 @@ pub fn from_envelope(
                 reasoning,
             }),
             None => Err(fail(
-                "malformed_intent",
+                Code::MalformedIntent,
                 "a `final_answer` intent needs `answer`".into(),
                 "/answer",
             )),
@@ -376,7 +377,7 @@ pub fn from_envelope(
                 })
                 .ok_or_else(|| {
                     fail(
-                        "malformed_intent",
+                        Code::MalformedIntent,
                         "a `plan_update` intent needs `plan`, an array of strings".into(),
                         "/plan",
                     )
@@ -393,7 +394,7 @@ pub fn from_envelope(
                 (None, Some(_)) => vec![(String::new(), value)],
                 _ => {
                     return Err(fail(
-                        "malformed_intent",
+                        Code::MalformedIntent,
                         "a `tool_request` needs either `tool` and `arguments`, or `calls`".into(),
                         "",
                     ))
@@ -404,7 +405,7 @@ pub fn from_envelope(
                 .map(|(base, call)| {
                     let name = call.get("tool").and_then(Value::as_str).ok_or_else(|| {
                         fail(
-                            "malformed_intent",
+                            Code::MalformedIntent,
                             "a tool call needs a string `tool`".into(),
                             &format!("{base}/tool"),
                         )
@@ -414,14 +415,14 @@ pub fn from_envelope(
                         .and_then(Value::as_object)
                         .ok_or_else(|| {
                             fail(
-                                "malformed_intent",
+                                Code::MalformedIntent,
                                 "a tool call needs an object `arguments`".into(),
                                 &format!("{base}/arguments"),
                             )
                         })?;
                     let class = class_of(name).ok_or_else(|| {
                         fail(
-                            "unknown_tool",
+                            Code::UnknownTool,
                             format!("`{name}` is not a declared tool"),
                             &format!("{base}/tool"),
                         )

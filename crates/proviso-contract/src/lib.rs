@@ -32,6 +32,7 @@
 //! ```
 
 mod answer;
+mod code;
 mod contract;
 mod error;
 mod evidence;
@@ -43,6 +44,7 @@ mod schema;
 mod transport;
 
 pub use answer::{Answer, AnswerStatus, Citation, KA_ANSWER_V1, KA_ANSWER_V2};
+pub use code::Code;
 pub use contract::{
     Contract, ContractBuilder, DeclaredTool, GateStatus, Output, OutputKind, Verdict, VersionCheck,
 };
@@ -52,7 +54,5 @@ pub use intent::{Intent, IntentClass, ToolCall};
 pub use message::Message;
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
-pub use schema::{
-    assertion_keywords, code_for_keyword, keywords_used, CompiledSchema, SchemaOptions,
-};
+pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};
 pub use transport::{open_envelope, Payload, TransportedArguments, TransportedCall};

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::code::Code;
+
 /// The gates a model output passes, in order. A rejection names the first one that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -120,8 +122,8 @@ impl Location {
 /// One problem found by a gate. A schema gate reports every violation, not just the first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
-    /// Stable machine-readable code, e.g. `missing_required`.
-    pub code: String,
+    /// Stable machine-readable code, e.g. [`Code::MissingRequired`].
+    pub code: Code,
     /// The schema keyword or rule that failed, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keyword: Option<String>,
@@ -147,7 +149,7 @@ pub struct Rejection(Box<RejectionInner>);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 struct RejectionInner {
     gate: Gate,
-    code: String,
+    code: Code,
     message: String,
     next_step: NextStep,
     #[serde(flatten)]
@@ -162,15 +164,10 @@ struct RejectionInner {
 impl Rejection {
     /// A rejection with one problem.
     #[must_use]
-    pub fn new(
-        gate: Gate,
-        code: impl Into<String>,
-        message: impl Into<String>,
-        location: Location,
-    ) -> Self {
+    pub fn new(gate: Gate, code: Code, message: impl Into<String>, location: Location) -> Self {
         Self(Box::new(RejectionInner {
             gate,
-            code: code.into(),
+            code,
             message: message.into(),
             next_step: NextStep::Retry,
             location,
@@ -187,7 +184,7 @@ impl Rejection {
     #[must_use]
     pub fn from_violations(gate: Gate, violations: Vec<Violation>) -> Self {
         let Some(first) = violations.first() else {
-            return Self::new(gate, "rejected", "rejected", Location::default());
+            return Self::new(gate, Code::Rejected, "rejected", Location::default());
         };
         let message = if violations.len() == 1 {
             first.message.clone()
@@ -254,7 +251,7 @@ impl Rejection {
 
     /// Stable machine-readable code.
     #[must_use]
-    pub fn code(&self) -> &str {
+    pub fn code(&self) -> &Code {
         &self.0.code
     }
 

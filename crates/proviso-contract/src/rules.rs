@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::error::ContractError;
 use crate::rejection::{Location, Violation};
 
@@ -50,7 +51,7 @@ pub struct Ordered {
     /// Pointer (relative to the item) to the upper bound.
     pub upper: String,
     /// The code of a violation.
-    pub code: String,
+    pub code: Code,
 }
 
 impl Rule for Ordered {
@@ -141,7 +142,7 @@ pub(crate) fn from_declaration(list: &Value) -> Result<Vec<Arc<dyn Rule>>, Contr
                         each: field("each")?,
                         lower: required("lower")?,
                         upper: required("upper")?,
-                        code: field("code")?.unwrap_or_else(|| "out_of_order".into()),
+                        code: field("code")?.map_or(Code::OutOfOrder, |c| Code::declared(&c)),
                     }) as Arc<dyn Rule>)
                 }
                 Some(other) => Err(ContractError::declaration(

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jsonschema::{Draft, Retrieve, Uri, Validator};
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::error::ContractError;
 use crate::rejection::{Location, Violation};
 
@@ -164,7 +165,7 @@ impl CompiledSchema {
                 let keyword = error.kind().keyword().to_owned();
                 let instance_path = error.instance_path().as_str().to_owned();
                 Violation {
-                    code: code_for_keyword(&keyword),
+                    code: Code::for_keyword(&keyword),
                     message: if instance_path.is_empty() {
                         error.to_string()
                     } else {
@@ -179,36 +180,6 @@ impl CompiledSchema {
                 }
             })
             .collect()
-    }
-}
-
-/// The stable code for a failing keyword.
-#[must_use]
-pub fn code_for_keyword(keyword: &str) -> String {
-    match keyword {
-        "type" => "type_mismatch".into(),
-        "required" => "missing_required".into(),
-        "additionalProperties" | "unevaluatedProperties" => "unexpected_property".into(),
-        "const" => "const_mismatch".into(),
-        "enum" => "not_in_enum".into(),
-        "pattern" => "pattern_mismatch".into(),
-        "format" => "format_mismatch".into(),
-        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => "out_of_range".into(),
-        "minLength" | "maxLength" => "length_out_of_range".into(),
-        "minItems" | "maxItems" => "item_count_out_of_range".into(),
-        "falseSchema" => "forbidden_value".into(),
-        other => {
-            let mut code = String::from("schema_");
-            for c in other.chars() {
-                if c.is_ascii_uppercase() {
-                    code.push('_');
-                    code.push(c.to_ascii_lowercase());
-                } else {
-                    code.push(c);
-                }
-            }
-            code
-        }
     }
 }
 

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::rejection::{Gate, Location, NextStep, Rejection};
 
 /// A tool call as the provider transported it, before any parsing of its arguments.
@@ -59,7 +60,7 @@ pub fn open_envelope(envelope: &Value) -> Result<Payload, Rejection> {
             .and_then(Value::as_str)
             .unwrap_or("the provider reported an error");
         return Err(reject(
-            "provider_error",
+            Code::ProviderError,
             format!("provider error: {message}"),
             "/error",
         ));
@@ -71,20 +72,20 @@ pub fn open_envelope(envelope: &Value) -> Result<Payload, Rejection> {
         return open_anthropic(envelope);
     }
     Err(reject(
-        "malformed_envelope",
+        Code::MalformedEnvelope,
         "not a chat completion or message envelope: neither `choices` nor `stop_reason` is present",
         "",
     ))
 }
 
-fn reject(code: &str, message: impl Into<String>, pointer: &str) -> Rejection {
+fn reject(code: Code, message: impl Into<String>, pointer: &str) -> Rejection {
     Rejection::new(Gate::Transport, code, message, Location::instance(pointer))
 }
 
 fn open_openai(envelope: &Value) -> Result<Payload, Rejection> {
     let Some(choices) = envelope["choices"].as_array() else {
         return Err(reject(
-            "malformed_envelope",
+            Code::MalformedEnvelope,
             "`choices` is not an array",
             "/choices",
         ));
@@ -92,7 +93,7 @@ fn open_openai(envelope: &Value) -> Result<Payload, Rejection> {
     let choice = match choices.as_slice() {
         [] => {
             return Err(reject(
-                "malformed_envelope",
+                Code::MalformedEnvelope,
                 "`choices` is empty",
                 "/choices",
             ))
@@ -100,7 +101,7 @@ fn open_openai(envelope: &Value) -> Result<Payload, Rejection> {
         [one] => one,
         _ => {
             return Err(reject(
-                "multiple_choices",
+                Code::MultipleChoices,
                 format!(
                     "the envelope holds {} choices; proviso judges one output at a time and will not pick one",
                     choices.len()
@@ -132,7 +133,7 @@ fn open_openai(envelope: &Value) -> Result<Payload, Rejection> {
                 Some(Value::Array(parts)) => Some(text_parts(parts, "/choices/0/message/content")?),
                 Some(_) => {
                     return Err(reject(
-                        "malformed_envelope",
+                        Code::MalformedEnvelope,
                         "`message.content` is neither text, parts nor null",
                         "/choices/0/message/content",
                     ))
@@ -147,7 +148,7 @@ fn open_openai(envelope: &Value) -> Result<Payload, Rejection> {
             Some(text) => payload.text = Some(text.to_owned()),
             None => {
                 return Err(reject(
-                    "malformed_envelope",
+                    Code::MalformedEnvelope,
                     "the choice has neither `message` nor `text`",
                     "/choices/0",
                 ))
@@ -165,7 +166,7 @@ fn text_parts(parts: &[Value], pointer: &str) -> Result<String, Rejection> {
                 Some(t) => text.push_str(t),
                 None => {
                     return Err(reject(
-                        "malformed_envelope",
+                        Code::MalformedEnvelope,
                         "a text part has no `text`",
                         &format!("{pointer}/{i}"),
                     ))
@@ -177,7 +178,7 @@ fn text_parts(parts: &[Value], pointer: &str) -> Result<String, Rejection> {
             }
             _ => {
                 return Err(reject(
-                    "malformed_envelope",
+                    Code::MalformedEnvelope,
                     "a content part is not text",
                     &format!("{pointer}/{i}"),
                 ))
@@ -190,7 +191,7 @@ fn text_parts(parts: &[Value], pointer: &str) -> Result<String, Rejection> {
 fn openai_calls(calls: &Value) -> Result<Vec<TransportedCall>, Rejection> {
     let Some(calls) = calls.as_array() else {
         return Err(reject(
-            "malformed_envelope",
+            Code::MalformedEnvelope,
             "`tool_calls` is not an array",
             "/choices/0/message/tool_calls",
         ));
@@ -211,7 +212,7 @@ fn openai_calls(calls: &Value) -> Result<Vec<TransportedCall>, Rejection> {
                     pointer,
                 }),
                 _ => Err(reject(
-                    "malformed_envelope",
+                    Code::MalformedEnvelope,
                     "a tool call lacks `function.name` or a string `function.arguments`",
                     &pointer,
                 )),
@@ -235,7 +236,7 @@ fn open_anthropic(envelope: &Value) -> Result<Payload, Rejection> {
     let stop_reason = judge_stop_reason(stop_reason, "/stop_reason")?;
     let Some(content) = envelope.get("content").and_then(Value::as_array) else {
         return Err(reject(
-            "malformed_envelope",
+            Code::MalformedEnvelope,
             "`content` is not an array",
             "/content",
         ));
@@ -257,7 +258,7 @@ fn open_anthropic(envelope: &Value) -> Result<Payload, Rejection> {
                 let input = block.get("input");
                 let (Some(name), Some(input)) = (name, input) else {
                     return Err(reject(
-                        "malformed_envelope",
+                        Code::MalformedEnvelope,
                         "a tool_use block lacks `name` or `input`",
                         &pointer,
                     ));
@@ -273,7 +274,7 @@ fn open_anthropic(envelope: &Value) -> Result<Payload, Rejection> {
             Some("thinking") | Some("redacted_thinking") => {}
             _ => {
                 return Err(reject(
-                    "malformed_envelope",
+                    Code::MalformedEnvelope,
                     "a content block is neither text, tool_use nor thinking",
                     &pointer,
                 ))
@@ -286,7 +287,7 @@ fn open_anthropic(envelope: &Value) -> Result<Payload, Rejection> {
 
 fn refused(text: &str, pointer: &str) -> Rejection {
     reject(
-        "refused",
+        Code::Refused,
         if text.is_empty() {
             "the provider refused to answer".to_owned()
         } else {
@@ -318,31 +319,31 @@ const TRUNCATED: &[&str] = &[
 fn judge_stop_reason<'a>(reason: Option<&'a str>, pointer: &str) -> Result<&'a str, Rejection> {
     match reason {
         None => Err(reject(
-            "missing_stop_reason",
+            Code::MissingStopReason,
             "the envelope has no stop reason, so the output may be unfinished",
             pointer,
         )),
         Some(r) if COMPLETE.contains(&r) => Ok(r),
         Some(r) if TRUNCATED.contains(&r) => Err(reject(
-            "incomplete_response",
+            Code::IncompleteResponse,
             format!("the output was cut short (stop reason `{r}`); a truncated prefix is never accepted"),
             pointer,
         )
         .with_next_step(NextStep::RetryWithLargerBudget)),
         Some("repetition") => Err(reject(
-            "repetition",
+            Code::Repetition,
             "the output degenerated into repetition and was stopped; a fragment is never accepted",
             pointer,
         )
         .with_next_step(NextStep::Retry)),
         Some("content_filter") => Err(reject(
-            "content_filtered",
+            Code::ContentFiltered,
             "the provider's content filter stopped the output",
             pointer,
         )
         .with_next_step(NextStep::Stop)),
         Some(r) => Err(reject(
-            "unknown_stop_reason",
+            Code::UnknownStopReason,
             format!("unknown stop reason `{r}`"),
             pointer,
         )),

@@ -52,7 +52,7 @@ fn assert_rejected(verdict: &Verdict, gate: Gate, code: &str) {
         .rejection()
         .unwrap_or_else(|| panic!("expected a {gate}/{code} rejection, got {verdict:?}"));
     assert_eq!(
-        (rejection.gate(), rejection.code()),
+        (rejection.gate(), rejection.code().as_str()),
         (gate, code),
         "{rejection}"
     );

@@ -625,12 +625,12 @@ impl Worker for GatewayWorker {
                     // object; a loop is asked for again while attempts remain.
                     Ok(Ended::Cut(fragment)) => (fragment, FinishReason::Length),
                     Ok(Ended::Looped(_)) if attempt < self.attempts => {
-                        rejections.push("transport".to_owned());
+                        rejections.push(proviso_contract::Gate::Transport);
                         continue;
                     }
                     Ok(Ended::Looped(fragment)) => (fragment, FinishReason::Repetition),
                     Err(refusal) => {
-                        rejections.push(refusal.gate.clone());
+                        rejections.push(refusal.gate);
                         if attempt >= self.attempts {
                             return Err(judge::rejected(refusal));
                         }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proviso_contract::{
-    Contract, Gate, GateStatus, Intent, NextStep, Output, Rejection, ToolCall, Verdict,
+    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Rejection, ToolCall, Verdict,
 };
 use proviso_tools::{
     instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolChoice, ToolError,
@@ -97,8 +97,9 @@ impl<'a> ProposeRequest<'a> {
 pub struct Proposed {
     /// The raw text.
     pub text: String,
-    /// Why generation stopped, as an OpenAI `finish_reason` (`stop`, `length`, …).
-    pub finish_reason: String,
+    /// Why generation stopped. A proposer reads its provider's spelling with
+    /// [`Finish::read`], so a missing or unknown reason is [`Finish::Unknown`], never a stop.
+    pub finish: Finish,
     /// Prompt tokens.
     pub input_tokens: u64,
     /// Generated tokens.
@@ -284,8 +285,8 @@ pub enum RunEnd {
     },
     /// A budget ran out.
     BudgetExhausted {
-        /// Which (`step_budget_exhausted`, …).
-        code: String,
+        /// Which ([`Code::StepBudgetExhausted`], …).
+        code: Code,
         /// Details.
         message: String,
     },
@@ -636,7 +637,7 @@ impl Agent {
             });
             // A missing or unknown stop reason (`cancelled` too) is judged by the transport
             // gate, never read as a normal stop.
-            let finish = Finish::read(Some(&proposed.finish_reason));
+            let finish = proposed.finish;
             let verdict = self.gate.check_step(&proposed.text, finish, &usage, step);
             let verdict = if self.config.refuse_repeated_calls {
                 refuse_repeats(verdict, &executed)
@@ -649,7 +650,7 @@ impl Agent {
             });
             // A degenerate loop is kept out of the conversation: shown to the model, it
             // would prime the same loop. The step is retried with penalties instead.
-            let looped = proposed.finish_reason == "repetition";
+            let looped = proposed.finish == Finish::Repetition;
             if !looped {
                 messages.push(Message::new("assistant", &proposed.text));
             }
@@ -720,7 +721,7 @@ impl Agent {
                 // Intents added later are not executable by this loop: refuse, never guess.
                 Ok(other) => Some(Rejection::new(
                     Gate::Application,
-                    "unsupported_intent",
+                    Code::UnsupportedIntent,
                     format!("the harness does not handle `{}` intents", other.kind()),
                     proviso_contract::Location::default(),
                 )),
@@ -735,7 +736,7 @@ impl Agent {
             match (rejection.gate(), rejection.next_step()) {
                 (Gate::Budget, NextStep::Stop) => {
                     break RunEnd::BudgetExhausted {
-                        code: rejection.code().to_owned(),
+                        code: rejection.code().clone(),
                         message: rejection.message().to_owned(),
                     }
                 }
@@ -774,7 +775,7 @@ impl Agent {
             .budget
             .exceeded(&usage.next_step())
             .map(|exceeded| RunEnd::BudgetExhausted {
-                code: exceeded.code.to_owned(),
+                code: exceeded.code,
                 message: exceeded.message,
             })
     }
@@ -954,7 +955,7 @@ impl Agent {
                 span.record("gen_ai.usage.output_tokens", p.output_tokens);
                 span.record(
                     "gen_ai.response.finish_reasons",
-                    format!("[\"{}\"]", p.finish_reason).as_str(),
+                    format!("[\"{}\"]", p.finish.as_str()).as_str(),
                 );
             }
             Err(e) => {
@@ -1071,7 +1072,7 @@ fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
     gates.push((Gate::Application, GateStatus::Failed));
     let rejection = Rejection::new(
         Gate::Application,
-        "repeated_call",
+        Code::RepeatedCall,
         format!(
             "`{}` with these arguments already ran in step {} ({}); its result is above. Use it, call something else, or answer",
             earlier.call.name(),

@@ -70,7 +70,7 @@ impl<W: Write> Observer for JsonlTrace<W> {
                 proposed,
                 duration,
             } => json!({"record": "model_output", "step": step, "raw": proposed.text,
-                "finish_reason": proposed.finish_reason, "input_tokens": proposed.input_tokens,
+                "finish_reason": proposed.finish.as_str(), "input_tokens": proposed.input_tokens,
                 "output_tokens": proposed.output_tokens, "duration_ms": duration.as_millis()}),
             Event::Verdict { step, verdict } => {
                 let kind = if verdict.accepted() {

@@ -185,7 +185,7 @@ impl Proposer for Scripted {
         })?;
         Ok(Proposed {
             text,
-            finish_reason: finish.into(),
+            finish: proviso_tools::Finish::read(Some(finish)),
             input_tokens: 10,
             output_tokens: 5,
         })

@@ -9,7 +9,7 @@
 //! enum. Only then is the output judged as text, a JSON object, a response schema's contract,
 //! or tool calls through the [`ToolGate`] (with the answer contract for text answers).
 
-use proviso_contract::{Contract, Intent, Rejection};
+use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
 use proviso_server::{
     ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, RejectedRequest,
     RunError, Sink, ToolCallOut, ToolChoiceRequest,
@@ -134,9 +134,9 @@ pub enum Judge {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The gate that refused it.
-    pub gate: String,
+    pub gate: Gate,
     /// The gate's stable code.
-    pub code: String,
+    pub code: Code,
     /// What was wrong, for the client.
     pub message: String,
 }
@@ -144,18 +144,18 @@ pub struct Refusal {
 impl From<&Rejection> for Refusal {
     fn from(r: &Rejection) -> Self {
         Self {
-            gate: r.gate().to_string(),
-            code: r.code().to_owned(),
+            gate: r.gate(),
+            code: r.code().clone(),
             message: r.message().to_owned(),
         }
     }
 }
 
 impl Refusal {
-    fn new(gate: &str, code: &str, message: impl Into<String>) -> Self {
+    fn new(gate: Gate, code: Code, message: impl Into<String>) -> Self {
         Self {
-            gate: gate.to_owned(),
-            code: code.to_owned(),
+            gate,
+            code,
             message: message.into(),
         }
     }
@@ -230,7 +230,7 @@ impl Judge {
     ) -> Result<Ended, Refusal> {
         let payload = match proviso_contract::open_envelope(envelope) {
             Ok(payload) => payload,
-            Err(r) if matches!(r.code(), "incomplete_response" | "repetition") => {
+            Err(r) if matches!(r.code(), Code::IncompleteResponse | Code::Repetition) => {
                 let fragment = fragment(envelope);
                 // The complete calls written before the cut or loop are judged as a step.
                 if let Some(calls) = self.complete_calls(&fragment) {
@@ -238,7 +238,7 @@ impl Judge {
                         return Ok(Ended::Complete(judged));
                     }
                 }
-                return Ok(if r.code() == "repetition" {
+                return Ok(if *r.code() == Code::Repetition {
                     Ended::Looped(fragment)
                 } else {
                     Ended::Cut(fragment)
@@ -258,15 +258,15 @@ impl Judge {
         }
         if !payload.tool_calls.is_empty() {
             return Err(Refusal::new(
-                "application",
-                "unexpected_tool_calls",
+                Gate::Application,
+                Code::UnexpectedToolCalls,
                 "the upstream returned native tool calls where none were asked for",
             ));
         }
         let Some(text) = payload.text else {
             return Err(Refusal::new(
-                "transport",
-                "missing_content",
+                Gate::Transport,
+                Code::MissingContent,
                 "the response has neither content nor tool calls",
             ));
         };
@@ -279,8 +279,8 @@ impl Judge {
             Self::Text | Self::Tools { .. } => Ok(Judged::Answer(text.to_owned())),
             Self::Pattern(regex) if regex.is_match(text) => Ok(Judged::Answer(text.to_owned())),
             Self::Pattern(regex) => Err(Refusal::new(
-                "schema",
-                "pattern_mismatch",
+                Gate::Schema,
+                Code::PatternMismatch,
                 format!(
                     "the output does not match the requested regular expression {}",
                     regex.as_str()
@@ -290,8 +290,8 @@ impl Judge {
                 Ok(Judged::Answer(text.to_owned()))
             }
             Self::OneOf(choices) => Err(Refusal::new(
-                "schema",
-                "not_a_choice",
+                Gate::Schema,
+                Code::NotAChoice,
                 format!(
                     "the output is not one of the {} requested choices",
                     choices.len()
@@ -301,11 +301,15 @@ impl Judge {
                 match proviso_json::parse_str(text, &proviso_json::ParseOptions::default()) {
                     Ok(Value::Object(_)) => Ok(Judged::Answer(text.to_owned())),
                     Ok(_) => Err(Refusal::new(
-                        "schema",
-                        "type_mismatch",
+                        Gate::Schema,
+                        Code::TypeMismatch,
                         "the output is not a JSON object",
                     )),
-                    Err(e) => Err(Refusal::new("parse", e.code(), e.to_string())),
+                    Err(e) => Err(Refusal::new(
+                        Gate::Parse,
+                        Code::from(e.kind()),
+                        e.to_string(),
+                    )),
                 }
             }
             Self::Contract(contract) => match contract.check_text(text.as_bytes()).rejection() {
@@ -343,11 +347,15 @@ impl Judge {
             },
             (_, Some(r)) => Err(Refusal::from(r)),
             (Some(other), None) => Err(Refusal::new(
-                "application",
-                "unsupported_intent",
+                Gate::Application,
+                Code::UnsupportedIntent,
                 format!("`{}` is not returned by the server", other.kind()),
             )),
-            (None, None) => Err(Refusal::new("application", "missing_intent", "no intent")),
+            (None, None) => Err(Refusal::new(
+                Gate::Application,
+                Code::MissingIntent,
+                "no intent",
+            )),
         }
     }
 }

@@ -1332,7 +1332,7 @@ fn describe_run_error(
 ) -> (StatusCode, &'static str, String) {
     match e {
         RunError::OutputRejected { gate, .. } => {
-            metrics.rejection(gate);
+            metrics.rejection(*gate);
             (StatusCode::BAD_GATEWAY, "output_rejected", e.to_string())
         }
         RunError::UpstreamRefused { .. } => {

@@ -227,7 +227,7 @@ pub struct ChoiceResult {
     /// Timings.
     pub timings: Timings,
     /// Attempts rejected by a gate before this one, by gate name (`parse`, `schema`, ...).
-    pub rejections: Vec<String>,
+    pub rejections: Vec<proviso_contract::Gate>,
     /// The text's token log-probabilities, when the request asked for them.
     pub logprobs: Option<Vec<TokenLogprobOut>>,
 }
@@ -297,9 +297,9 @@ pub enum RunError {
     )]
     OutputRejected {
         /// The gate.
-        gate: String,
+        gate: proviso_contract::Gate,
         /// Its code.
-        code: String,
+        code: proviso_contract::Code,
         /// Its message.
         message: String,
     },

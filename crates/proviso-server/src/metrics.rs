@@ -235,18 +235,18 @@ impl Metrics {
             self.mask_time.observe(t.as_secs_f64());
         }
         for gate in &choice.rejections {
-            self.rejection(gate);
+            self.rejection(*gate);
         }
     }
 
     /// Counts an output rejected at `gate`.
-    pub fn rejection(&self, gate: &str) {
-        if gate == "parse" {
+    pub fn rejection(&self, gate: proviso_contract::Gate) {
+        if gate == proviso_contract::Gate::Parse {
             self.parse_failures.inc();
         }
         self.rejections
             .get_or_create(&GateLabels {
-                gate: gate.to_owned(),
+                gate: gate.as_str().to_owned(),
             })
             .inc();
     }

@@ -18,6 +18,7 @@ use crate::format::{CallFormat, Proposal};
 use crate::gated::GatedCall;
 use crate::policy::{Policy, Usage};
 use crate::registry::Registry;
+use proviso_contract::Code;
 
 /// Why the model stopped, as a provider reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,20 @@ pub enum Finish {
 }
 
 impl Finish {
+    /// The end as an OpenAI-style `finish_reason` (`stop`, `length`, `content_filter`,
+    /// `repetition`, `cancelled`, or `unknown`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Repetition => "repetition",
+            Self::Cancelled => "cancelled",
+            Self::Unknown => "unknown",
+        }
+    }
+
     /// Reads a stop reason as a provider or the decoder spells it; a missing or unknown one
     /// is [`Finish::Unknown`], which the transport gate rejects.
     #[must_use]
@@ -122,27 +137,27 @@ impl ToolGate {
         let fragment = match finish {
             Finish::Stop => None,
             Finish::Length => Some((
-                "incomplete_response",
+                Code::IncompleteResponse,
                 "the output was cut off by the token limit; a fragment is never parsed",
                 NextStep::RetryWithLargerBudget,
             )),
             Finish::Repetition => Some((
-                "repetition",
+                Code::Repetition,
                 "the output degenerated into repetition and was stopped; a fragment is never parsed",
                 NextStep::Retry,
             )),
             Finish::ContentFilter => Some((
-                "content_filtered",
+                Code::ContentFiltered,
                 "the provider's content filter removed output",
                 NextStep::Stop,
             )),
             Finish::Cancelled => Some((
-                "cancelled",
+                Code::Cancelled,
                 "the generation was cancelled; a fragment is never parsed",
                 NextStep::Stop,
             )),
             Finish::Unknown => Some((
-                "unknown_stop_reason",
+                Code::UnknownStopReason,
                 "the stop reason is missing or unknown, so the output may be unfinished",
                 NextStep::Stop,
             )),
@@ -181,7 +196,7 @@ impl ToolGate {
                     gates,
                     Err(Rejection::new(
                         Gate::Transport,
-                        "malformed_envelope",
+                        Code::MalformedEnvelope,
                         format!("the envelope is not strict JSON: {e}"),
                         Location::at(e.position()),
                     )),
@@ -305,7 +320,7 @@ impl ToolGate {
             let Some(tool) = self.registry.get(&call.name) else {
                 let names = self.registry.names();
                 violations.push(Violation {
-                    code: "unknown_tool".into(),
+                    code: Code::UnknownTool,
                     keyword: None,
                     message: format!(
                         "`{}` is not a declared tool (declared: {})",
@@ -348,7 +363,7 @@ impl ToolGate {
                     ));
                 } else {
                     violations.push(Violation {
-                        code: "type_mismatch".into(),
+                        code: Code::TypeMismatch,
                         keyword: Some("type".into()),
                         message: "the arguments must be an object".into(),
                         location: Location::instance(format!(
@@ -401,7 +416,7 @@ impl ToolGate {
         for (tool, call, pointer) in &accepted {
             if !role.permits(call.name(), tool.spec().class()) {
                 violations.push(Violation {
-                    code: "permission_denied".into(),
+                    code: Code::PermissionDenied,
                     keyword: None,
                     message: format!(
                         "role `{}` may not call `{}` ({} class)",
@@ -443,7 +458,7 @@ impl ToolGate {
         let Some(tool) = self.registry.get(call.name()) else {
             return Err(Rejection::new(
                 Gate::Schema,
-                "unknown_tool",
+                Code::UnknownTool,
                 format!("`{}` is not a declared tool", call.name()),
                 Location::instance("/name"),
             ));
@@ -451,7 +466,7 @@ impl ToolGate {
         if tool.spec().class() != call.intent_class() {
             return Err(Rejection::new(
                 Gate::Schema,
-                "intent_class_mismatch",
+                Code::IntentClassMismatch,
                 format!(
                     "`{}` is declared {}, not {}",
                     call.name(),
@@ -480,7 +495,7 @@ impl ToolGate {
         {
             return Err(Rejection::new(
                 Gate::Permission,
-                "permission_denied",
+                Code::PermissionDenied,
                 format!("role `{}` may not call `{}`", self.policy.role, call.name()),
                 Location::instance("/name"),
             ));
@@ -515,7 +530,7 @@ impl ToolGate {
             .iter()
             .map(|(t, _, _)| u64::from(t.spec().call_cost()))
             .sum();
-        let over = |code: &str, message: String| {
+        let over = |code: Code, message: String| {
             Some(
                 Rejection::new(Gate::Budget, code, message, Location::default())
                     .with_next_step(NextStep::Stop),
@@ -526,7 +541,7 @@ impl ToolGate {
                 return Some(
                     Rejection::new(
                         Gate::Budget,
-                        "too_many_calls_in_step",
+                        Code::TooManyCallsInStep,
                         format!("the step makes {n} calls; at most {max} are allowed in one step"),
                         Location::instance(
                             calls

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;
+use proviso_contract::Code;
 
 /// A rule on one argument, checked at the policy gate after the schema passed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,9 +123,9 @@ impl CompiledPolicy {
             return;
         };
         let at = format!("{base}{}", self.pointer);
-        let mut fail = |code: &str, message: String| {
+        let mut fail = |code: Code, message: String| {
             out.push(Violation {
-                code: code.into(),
+                code,
                 keyword: None,
                 message,
                 location: Location::instance(at.clone()),
@@ -133,13 +134,13 @@ impl CompiledPolicy {
         match &self.rule {
             Rule::Path { root } => match value.as_str() {
                 None => fail(
-                    "path_not_string",
+                    Code::PathNotString,
                     format!("{} must be a path string", self.pointer),
                 ),
                 Some(path) => {
                     if let Some(reason) = path_escape(path) {
                         fail(
-                            "path_outside_root",
+                            Code::PathOutsideRoot,
                             format!("{path:?} is not confined to {root}/: {reason}"),
                         );
                     }
@@ -148,17 +149,17 @@ impl CompiledPolicy {
             Rule::Pattern { regex, source } => match value.as_str() {
                 Some(text) if regex.is_match(text) => {}
                 Some(text) => fail(
-                    "policy_pattern_mismatch",
+                    Code::PolicyPatternMismatch,
                     format!("{text:?} does not match the required pattern {source}"),
                 ),
                 None => fail(
-                    "policy_pattern_mismatch",
+                    Code::PolicyPatternMismatch,
                     format!("{} must be a string", self.pointer),
                 ),
             },
             Rule::Range { min, max } => match value.as_f64().filter(|_| value.is_number()) {
                 None => fail(
-                    "out_of_bounds",
+                    Code::OutOfBounds,
                     format!("{} must be a number, got {value}", self.pointer),
                 ),
                 Some(x) => {
@@ -168,7 +169,7 @@ impl CompiledPolicy {
                         let bound =
                             |b: Option<f64>| b.map_or_else(|| "∞".to_owned(), |b| b.to_string());
                         fail(
-                            "out_of_bounds",
+                            Code::OutOfBounds,
                             format!(
                                 "{value} is outside the allowed range [{}, {}]",
                                 min.map_or_else(|| "-∞".to_owned(), |b| b.to_string()),
@@ -258,9 +259,10 @@ pub struct Budget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Exceeded {
-    /// The stable code (`step_budget_exhausted`, `tool_call_budget_exhausted`,
-    /// `cost_budget_exhausted`, `token_budget_exhausted`, `time_budget_exhausted`).
-    pub code: &'static str,
+    /// The stable code ([`Code::StepBudgetExhausted`], [`Code::ToolCallBudgetExhausted`],
+    /// [`Code::CostBudgetExhausted`], [`Code::TokenBudgetExhausted`],
+    /// [`Code::TimeBudgetExhausted`]).
+    pub code: Code,
     /// What was used against what was allowed.
     pub message: String,
 }
@@ -275,31 +277,31 @@ impl Budget {
             (
                 self.max_tool_calls,
                 usage.tool_calls,
-                "tool_call_budget_exhausted",
+                Code::ToolCallBudgetExhausted,
                 "tool calls",
             ),
             (
                 self.max_cost,
                 usage.cost,
-                "cost_budget_exhausted",
+                Code::CostBudgetExhausted,
                 "cost units",
             ),
             (
                 self.max_steps,
                 usage.steps,
-                "step_budget_exhausted",
+                Code::StepBudgetExhausted,
                 "steps",
             ),
             (
                 self.max_tokens,
                 usage.tokens,
-                "token_budget_exhausted",
+                Code::TokenBudgetExhausted,
                 "tokens",
             ),
             (
                 self.max_wall_ms,
                 usage.wall_ms,
-                "time_budget_exhausted",
+                Code::TimeBudgetExhausted,
                 "ms",
             ),
         ];

@@ -13,7 +13,7 @@
 //! [`tools`], [`harness`], and with the `local` feature `decode`, `llama` and `model`).
 
 pub use proviso_contract::{
-    Answer, AnswerStatus, Citation, Claim, CompiledSchema, Contract, ContractBuilder,
+    Answer, AnswerStatus, Citation, Claim, Code, CompiledSchema, Contract, ContractBuilder,
     ContractError, DeclaredTool, EvidencePolicy, FnRule, Gate, GateStatus, Intent, IntentClass,
     Location, Message, NextStep, Ordered, Output, OutputKind, Rejection, Rule, SchemaOptions,
     SourceDocument, SourceStore, ToolCall, Verdict, VersionCheck, Violation,

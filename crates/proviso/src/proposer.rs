@@ -139,7 +139,7 @@ impl Proposer for LocalProposer<'_> {
             })?;
         let proposed = Proposed {
             text: generation.text(),
-            finish_reason: generation.stop_reason.finish_reason().to_owned(),
+            finish: proviso_tools::Finish::read(Some(generation.stop_reason.finish_reason())),
             input_tokens: prompt.len() as u64,
             output_tokens: generation.tokens.len() as u64,
         };

@@ -774,7 +774,7 @@ impl Worker for LocalWorker {
                 // its own finish reason.
                 if stop_reason == StopReason::Repetition {
                     if attempt < self.attempts && !sent_any {
-                        rejections.push("transport".to_owned());
+                        rejections.push(proviso_contract::Gate::Transport);
                         looped = Some(generated);
                         continue;
                     }
@@ -827,7 +827,7 @@ impl Worker for LocalWorker {
                         break;
                     }
                     Err(refusal) => {
-                        rejections.push(refusal.gate.clone());
+                        rejections.push(refusal.gate);
                         // Streamed text cannot be taken back: a rejection after streaming ends
                         // the request with an error rather than a second, different text.
                         if attempt >= self.attempts || sent_any {

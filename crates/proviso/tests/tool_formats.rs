@@ -83,10 +83,12 @@ fn every_format_generates_parses_and_round_trips() {
                 .unwrap();
             println!(
                 "{format} {choice:?}: {:?} ({})",
-                proposed.text, proposed.finish_reason
+                proposed.text,
+                proposed.finish.as_str()
             );
             assert_ne!(
-                proposed.finish_reason, "length",
+                proposed.finish,
+                Finish::Length,
                 "{format}: {}",
                 proposed.text
             );
@@ -141,9 +143,10 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
             .unwrap();
         println!(
             "{format} auto: {:?} ({})",
-            proposed.text, proposed.finish_reason
+            proposed.text,
+            proposed.finish.as_str()
         );
-        let finish = Finish::from_reason(&proposed.finish_reason).unwrap();
+        let finish = proposed.finish;
         let verdict = ToolGate::new(registry.clone(), format, Policy::default()).check(
             &proposed.text,
             finish,

@@ -11,6 +11,7 @@ use super::{
     ProposedCall,
 };
 use crate::registry::Registry;
+use proviso_contract::Code;
 
 const TOOL_CALL_OPEN: &str = "<tool_call>";
 const TOOL_CALL_CLOSE: &str = "</tool_call>";
@@ -163,7 +164,7 @@ fn strict() -> ParseOptions {
     ParseOptions::default()
 }
 
-fn shape(code: &str, message: impl Into<String>, pointer: &str) -> Rejection {
+fn shape(code: Code, message: impl Into<String>, pointer: &str) -> Rejection {
     Rejection::new(Gate::Schema, code, message, Location::instance(pointer))
 }
 
@@ -172,7 +173,7 @@ fn text_answer(text: &str) -> Result<Proposal, Rejection> {
     if answer.is_empty() {
         return Err(Rejection::new(
             Gate::Parse,
-            "empty_input",
+            Code::EmptyInput,
             "the output is empty",
             Location::default(),
         ));
@@ -192,7 +193,7 @@ pub(super) fn parse_envelope(text: &str, registry: &Registry) -> Result<Proposal
         .map_err(|e| Rejection::from_parse_error(&e))?;
     let Some(object) = value.as_object() else {
         return Err(shape(
-            "missing_intent",
+            Code::MissingIntent,
             "the output is not an intent envelope object",
             "",
         ));
@@ -215,7 +216,7 @@ pub(super) fn parse_envelope(text: &str, registry: &Registry) -> Result<Proposal
         .find(|k| !matches!(k.as_str(), "intent" | "reasoning") && !own.contains(&k.as_str()))
     {
         return Err(shape(
-            "unexpected_property",
+            Code::UnexpectedProperty,
             format!("the envelope carries `{extra}`, which no intent declares"),
             &format!("/{extra}"),
         )
@@ -265,28 +266,28 @@ fn call_object(
 ) -> Result<ProposedCall, Rejection> {
     let Some(object) = value.as_object() else {
         return Err(shape(
-            "malformed_call",
+            Code::MalformedCall,
             "a call must be a JSON object",
             pointer,
         ));
     };
     if let Some(extra) = object.keys().find(|k| *k != name_key && *k != args_key) {
         return Err(shape(
-            "unexpected_property",
+            Code::UnexpectedProperty,
             format!("a call carries `{extra}`; only `{name_key}` and `{args_key}` are allowed"),
             &format!("{pointer}/{extra}"),
         ));
     }
     let Some(name) = object.get(name_key).and_then(Value::as_str) else {
         return Err(shape(
-            "malformed_call",
+            Code::MalformedCall,
             format!("a call needs a string `{name_key}`"),
             &format!("{pointer}/{name_key}"),
         ));
     };
     let Some(arguments) = object.get(args_key) else {
         return Err(shape(
-            "malformed_call",
+            Code::MalformedCall,
             format!("a call needs `{args_key}`"),
             &format!("{pointer}/{args_key}"),
         ));
@@ -298,7 +299,7 @@ fn call_object(
     })
 }
 
-fn parse_error_at(text: &str, offset: usize, code: &str, message: impl Into<String>) -> Rejection {
+fn parse_error_at(text: &str, offset: usize, code: Code, message: impl Into<String>) -> Rejection {
     Rejection::new(
         Gate::Parse,
         code,
@@ -322,7 +323,7 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
             return Err(parse_error_at(
                 text,
                 at,
-                "unbalanced_tool_call",
+                Code::UnbalancedToolCall,
                 "`</tool_call>` without an opening `<tool_call>`",
             ));
         }
@@ -348,9 +349,9 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
                     text,
                     offset,
                     if e.is_eof() {
-                        "unexpected_end"
+                        Code::UnexpectedEnd
                     } else {
-                        "invalid_json"
+                        Code::InvalidJson
                     },
                     format!("the call inside <tool_call> is not JSON: {e}"),
                 ));
@@ -359,14 +360,19 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
                 return Err(parse_error_at(
                     text,
                     start,
-                    "unexpected_end",
+                    Code::UnexpectedEnd,
                     "<tool_call> is not followed by a JSON object",
                 ))
             }
         }
         let end = start + stream.byte_offset();
         let value = proviso_json::parse(&text.as_bytes()[start..end], &strict()).map_err(|e| {
-            parse_error_at(text, start + e.position().offset, e.code(), e.message())
+            parse_error_at(
+                text,
+                start + e.position().offset,
+                Code::from(e.kind()),
+                e.message(),
+            )
         })?;
         let pointer = format!("/calls/{}", calls.len());
         calls.push(call_object(&value, "name", "arguments", &pointer)?);
@@ -375,7 +381,7 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
             return Err(parse_error_at(
                 text,
                 after,
-                "unclosed_tool_call",
+                Code::UnclosedToolCall,
                 "a call must be followed by </tool_call>",
             ));
         }
@@ -387,7 +393,7 @@ pub(super) fn parse_hermes(text: &str) -> Result<Proposal, Rejection> {
             return Err(parse_error_at(
                 text,
                 next,
-                "trailing_text",
+                Code::TrailingText,
                 "only further <tool_call> blocks may follow a call",
             ));
         }
@@ -417,11 +423,11 @@ pub(super) fn parse_llama3(text: &str) -> Result<Proposal, Rejection> {
     }
     let value = proviso_json::parse(text.as_bytes(), &strict()).map_err(|e| {
         let r = Rejection::from_parse_error(&e);
-        if e.code() == "trailing_content" {
+        if matches!(e.kind(), proviso_json::ParseErrorKind::TrailingContent) {
             // A second object after the first: Llama 3 JSON calling has one call a turn.
             Rejection::new(
                 Gate::Parse,
-                "trailing_content",
+                Code::TrailingContent,
                 "the llama3 format carries one call per step; text follows the call object",
                 r.location().clone(),
             )

@@ -22,6 +22,7 @@ use serde_json::{Map, Number, Value};
 use super::{CallGrammar, Grammar, GrammarOptions, Proposal, ProposedCall};
 use crate::error::ToolError;
 use crate::registry::Registry;
+use proviso_contract::Code;
 
 /// Deepest literal nesting the parser accepts.
 const MAX_DEPTH: usize = 64;
@@ -30,7 +31,7 @@ const MAX_DEPTH: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PyError {
     /// Stable code.
-    pub code: &'static str,
+    pub code: Code,
     /// Message.
     pub message: String,
     /// Byte offset in the text.
@@ -63,7 +64,7 @@ pub fn parse_calls(text: &str) -> Result<Vec<PyCall>, PyError> {
     p.ws();
     let mut calls = Vec::new();
     if p.peek() == Some(b']') {
-        return Err(p.error("empty_call_list", "the call list is empty"));
+        return Err(p.error(Code::EmptyCallList, "the call list is empty"));
     }
     loop {
         calls.push(p.call()?);
@@ -77,13 +78,13 @@ pub fn parse_calls(text: &str) -> Result<Vec<PyCall>, PyError> {
                 p.pos += 1;
                 break;
             }
-            Some(_) => return Err(p.error("syntax_error", "expected `,` or `]` after a call")),
-            None => return Err(p.error("unexpected_end", "the call list is not closed")),
+            Some(_) => return Err(p.error(Code::SyntaxError, "expected `,` or `]` after a call")),
+            None => return Err(p.error(Code::UnexpectedEnd, "the call list is not closed")),
         }
     }
     p.ws();
     if p.pos != p.s.len() {
-        return Err(p.error("trailing_content", "text follows the call list"));
+        return Err(p.error(Code::TrailingContent, "text follows the call list"));
     }
     Ok(calls)
 }
@@ -106,7 +107,7 @@ impl Parser<'_> {
         }
     }
 
-    fn error(&self, code: &'static str, message: impl Into<String>) -> PyError {
+    fn error(&self, code: Code, message: impl Into<String>) -> PyError {
         PyError {
             code,
             message: message.into(),
@@ -120,8 +121,8 @@ impl Parser<'_> {
                 self.pos += 1;
                 Ok(())
             }
-            None => Err(self.error("unexpected_end", message)),
-            Some(_) => Err(self.error("syntax_error", message)),
+            None => Err(self.error(Code::UnexpectedEnd, message)),
+            Some(_) => Err(self.error(Code::SyntaxError, message)),
         }
     }
 
@@ -143,7 +144,7 @@ impl Parser<'_> {
 
     fn call(&mut self) -> Result<PyCall, PyError> {
         let Some(name) = self.identifier(true).map(str::to_owned) else {
-            return Err(self.error("syntax_error", "expected a function name"));
+            return Err(self.error(Code::SyntaxError, "expected a function name"));
         };
         self.ws();
         self.expect(b'(', "a call needs `(` after its name")?;
@@ -160,7 +161,7 @@ impl Parser<'_> {
             let Some(keyword) = keyword.filter(|_| self.peek() == Some(b'=')) else {
                 self.pos = start;
                 return Err(self.error(
-                    "positional_argument",
+                    Code::PositionalArgument,
                     "arguments must be passed by keyword (`name=value`)",
                 ));
             };
@@ -170,7 +171,7 @@ impl Parser<'_> {
             if arguments.contains_key(&keyword) {
                 self.pos = start;
                 return Err(self.error(
-                    "duplicate_key",
+                    Code::DuplicateKey,
                     format!("keyword argument `{keyword}` is given twice"),
                 ));
             }
@@ -189,8 +190,8 @@ impl Parser<'_> {
                     self.pos += 1;
                     break;
                 }
-                None => return Err(self.error("unexpected_end", "the call is not closed")),
-                Some(_) => return Err(self.error("syntax_error", "expected `,` or `)`")),
+                None => return Err(self.error(Code::UnexpectedEnd, "the call is not closed")),
+                Some(_) => return Err(self.error(Code::SyntaxError, "expected `,` or `)`")),
             }
         }
         Ok(PyCall { name, arguments })
@@ -199,12 +200,12 @@ impl Parser<'_> {
     fn value(&mut self) -> Result<Value, PyError> {
         if self.depth >= MAX_DEPTH {
             return Err(self.error(
-                "nesting_too_deep",
+                Code::NestingTooDeep,
                 format!("literals nest deeper than {MAX_DEPTH}"),
             ));
         }
         match self.peek() {
-            None => Err(self.error("unexpected_end", "expected a value")),
+            None => Err(self.error(Code::UnexpectedEnd, "expected a value")),
             Some(b'"' | b'\'') => self.string().map(Value::String),
             Some(b'[') => self.sequence(b']'),
             Some(b'(') => self.sequence(b')'),
@@ -219,9 +220,9 @@ impl Parser<'_> {
                     Some(other) => {
                         let message = format!("`{other}` is not a literal; only strings, numbers, True, False, None, lists, tuples and dicts are");
                         self.pos = start;
-                        Err(self.error("unsupported_literal", message))
+                        Err(self.error(Code::UnsupportedLiteral, message))
                     }
-                    None => Err(self.error("syntax_error", "expected a value")),
+                    None => Err(self.error(Code::SyntaxError, "expected a value")),
                 }
             }
         }
@@ -253,9 +254,9 @@ impl Parser<'_> {
                     self.pos += 1;
                     break;
                 }
-                None => return Err(self.error("unexpected_end", "the list is not closed")),
+                None => return Err(self.error(Code::UnexpectedEnd, "the list is not closed")),
                 Some(_) => {
-                    return Err(self.error("syntax_error", "expected `,` or the closing bracket"))
+                    return Err(self.error(Code::SyntaxError, "expected `,` or the closing bracket"))
                 }
             }
         }
@@ -276,7 +277,7 @@ impl Parser<'_> {
         loop {
             let start = self.pos;
             if !matches!(self.peek(), Some(b'"' | b'\'')) {
-                return Err(self.error("syntax_error", "dict keys must be strings"));
+                return Err(self.error(Code::SyntaxError, "dict keys must be strings"));
             }
             let key = self.string()?;
             self.ws();
@@ -285,7 +286,10 @@ impl Parser<'_> {
             let value = self.value()?;
             if map.contains_key(&key) {
                 self.pos = start;
-                return Err(self.error("duplicate_key", format!("dict key {key:?} is given twice")));
+                return Err(self.error(
+                    Code::DuplicateKey,
+                    format!("dict key {key:?} is given twice"),
+                ));
             }
             map.insert(key, value);
             self.ws();
@@ -302,8 +306,8 @@ impl Parser<'_> {
                     self.pos += 1;
                     break;
                 }
-                None => return Err(self.error("unexpected_end", "the dict is not closed")),
-                Some(_) => return Err(self.error("syntax_error", "expected `,` or `}`")),
+                None => return Err(self.error(Code::UnexpectedEnd, "the dict is not closed")),
+                Some(_) => return Err(self.error(Code::SyntaxError, "expected `,` or `}`")),
             }
         }
         self.depth -= 1;
@@ -314,7 +318,7 @@ impl Parser<'_> {
         let quote = self.s[self.pos];
         if self.s[self.pos..].starts_with(&[quote, quote, quote]) {
             return Err(self.error(
-                "unsupported_literal",
+                Code::UnsupportedLiteral,
                 "triple-quoted strings are not accepted",
             ));
         }
@@ -322,16 +326,16 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let Some(c) = self.text[self.pos..].chars().next() else {
-                return Err(self.error("unexpected_end", "the string is not closed"));
+                return Err(self.error(Code::UnexpectedEnd, "the string is not closed"));
             };
             match c {
                 '\n' | '\r' => {
-                    return Err(self.error("syntax_error", "a newline inside a string literal"))
+                    return Err(self.error(Code::SyntaxError, "a newline inside a string literal"))
                 }
                 '\\' => {
                     self.pos += 1;
                     let Some(e) = self.peek() else {
-                        return Err(self.error("unexpected_end", "the string is not closed"));
+                        return Err(self.error(Code::UnexpectedEnd, "the string is not closed"));
                     };
                     self.pos += 1;
                     match e {
@@ -349,7 +353,7 @@ impl Parser<'_> {
                         b'U' => out.push(self.hex_escape(8)?),
                         _ => {
                             self.pos -= 2;
-                            return Err(self.error("invalid_escape", "unknown escape sequence"));
+                            return Err(self.error(Code::InvalidEscape, "unknown escape sequence"));
                         }
                     }
                 }
@@ -380,7 +384,7 @@ impl Parser<'_> {
             None => {
                 self.pos = start;
                 Err(self.error(
-                    "invalid_escape",
+                    Code::InvalidEscape,
                     "invalid hexadecimal escape or lone surrogate",
                 ))
             }
@@ -402,16 +406,16 @@ impl Parser<'_> {
         let int_start = self.pos;
         let n = digits(self);
         if n == 0 {
-            return Err(self.error("invalid_number", "expected digits"));
+            return Err(self.error(Code::InvalidNumber, "expected digits"));
         }
         if n > 1 && self.s[int_start] == b'0' {
             self.pos = int_start;
-            return Err(self.error("invalid_number", "leading zeros are not allowed"));
+            return Err(self.error(Code::InvalidNumber, "leading zeros are not allowed"));
         }
         if self.peek() == Some(b'.') {
             self.pos += 1;
             if digits(self) == 0 {
-                return Err(self.error("invalid_number", "expected digits after `.`"));
+                return Err(self.error(Code::InvalidNumber, "expected digits after `.`"));
             }
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
@@ -420,21 +424,21 @@ impl Parser<'_> {
                 self.pos += 1;
             }
             if digits(self) == 0 {
-                return Err(self.error("invalid_number", "expected exponent digits"));
+                return Err(self.error(Code::InvalidNumber, "expected exponent digits"));
             }
         }
         if matches!(
             self.peek(),
             Some(b'_' | b'x' | b'o' | b'b' | b'j' | b'a'..=b'z' | b'A'..=b'Z')
         ) {
-            return Err(self.error("invalid_number", "only decimal literals are accepted"));
+            return Err(self.error(Code::InvalidNumber, "only decimal literals are accepted"));
         }
         let text = &self.text[start..self.pos];
         // Integers keep every digit: `Number` holds the literal's text.
         text.parse::<Number>()
             .map(Value::Number)
             .map_err(|_| PyError {
-                code: "invalid_number",
+                code: Code::InvalidNumber,
                 message: format!("{text} is not a number"),
                 offset: start,
             })
@@ -448,7 +452,7 @@ pub(super) fn parse_step(text: &str) -> Result<Proposal, Rejection> {
         if answer.is_empty() {
             return Err(Rejection::new(
                 Gate::Parse,
-                "empty_input",
+                Code::EmptyInput,
                 "the output is empty",
                 Location::default(),
             ));

@@ -79,7 +79,7 @@ fn hermes_structure_errors() {
     );
     let r = parse("<tool_call>{\"name\": \"x\", \"args\": {}}</tool_call>");
     assert_eq!(
-        (r.gate(), r.code()),
+        (r.gate(), r.code().as_str()),
         (proviso_contract::Gate::Schema, "unexpected_property")
     );
     let two = CallFormat::Hermes
