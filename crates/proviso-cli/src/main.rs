@@ -231,14 +231,14 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             } else {
                 match std::str::from_utf8(&input) {
                     Ok(text) => gate.check(text, proviso::tools::Finish::Stop, &usage),
-                    Err(_) => proviso::Verdict::from_parts(
+                    Err(_) => proviso::Verdict::rejected(
                         Vec::new(),
-                        Err(proviso::Rejection::new(
+                        proviso::Rejection::new(
                             proviso::Gate::Parse,
                             proviso::Code::InvalidUtf8,
                             "the input is not UTF-8",
                             proviso::Location::default(),
-                        )),
+                        ),
                     ),
                 }
             }

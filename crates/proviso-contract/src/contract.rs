@@ -223,6 +223,34 @@ pub enum GateStatus {
 }
 
 /// The outcome of checking one output: an intent, or a rejection naming its gate.
+///
+/// An accepted tool request comes only out of the gates ([`Contract::check`] or
+/// [`judge_calls`](crate::judge_calls), which runs the declared tools' schema gate first).
+/// Anyone may record a rejection, or accept an intent that makes no call, but a tool
+/// request cannot be assembled by hand:
+///
+/// ```compile_fail
+/// use proviso_contract::{Intent, Verdict};
+/// let request = Intent::ToolRequest { calls: Vec::new(), rationale: None };
+/// let verdict = Verdict::from_parts(Vec::new(), Ok(request));
+/// ```
+///
+/// ```compile_fail
+/// use proviso_contract::{Intent, Verdict};
+/// let request = Intent::ToolRequest { calls: Vec::new(), rationale: None };
+/// let verdict = Verdict { outcome: Ok(request), gates: Vec::new() };
+/// ```
+///
+/// and [`Verdict::without_calls`] turns one into a rejection:
+///
+/// ```
+/// use proviso_contract::{Code, Intent, IntentClass, ToolCall, Verdict};
+/// let call = ToolCall::new(None, "drop_table".into(), Default::default(), IntentClass::Mutate);
+/// let request = Intent::ToolRequest { calls: vec![call], rationale: None };
+/// let verdict = Verdict::without_calls(Vec::new(), request);
+/// assert!(!verdict.accepted());
+/// assert_eq!(verdict.rejection().unwrap().code(), &Code::UnsupportedIntent);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Verdict {
     outcome: Result<Intent, Rejection>,
@@ -230,23 +258,49 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// A verdict assembled by another pipeline over the same gates (tool calls, for one):
-    /// `gates` lists each gate that ran, in order, and how it went. A rejection's gate is
-    /// marked failed if the list does not already say so.
+    /// A rejection recorded by another pipeline over the same gates (the tool gate, the
+    /// harness): `gates` lists each gate that ran, in order, and how it went. The
+    /// rejection's gate is marked failed if the list does not already say so.
     #[must_use]
-    pub fn from_parts(
-        mut gates: Vec<(Gate, GateStatus)>,
-        outcome: Result<Intent, Rejection>,
-    ) -> Self {
-        if let Err(rejection) = &outcome {
-            if !gates
-                .iter()
-                .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
-            {
-                gates.push((rejection.gate(), GateStatus::Failed));
-            }
+    pub fn rejected(mut gates: Vec<(Gate, GateStatus)>, rejection: Rejection) -> Self {
+        if !gates
+            .iter()
+            .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
+        {
+            gates.push((rejection.gate(), GateStatus::Failed));
         }
-        Self { outcome, gates }
+        Self {
+            outcome: Err(rejection),
+            gates,
+        }
+    }
+
+    /// Accepts a step that makes no call (a final answer, a clarification, a plan update,
+    /// an abort) after another pipeline's gates passed it. A tool request is refused here
+    /// (`unsupported_intent`): it is accepted only through the schema gate of
+    /// [`judge_calls`](crate::judge_calls).
+    #[must_use]
+    pub fn without_calls(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
+        if matches!(intent, Intent::ToolRequest { .. }) {
+            return Self::rejected(
+                gates,
+                Rejection::new(
+                    Gate::Application,
+                    Code::UnsupportedIntent,
+                    "a tool request is accepted only through the declared tools' schema gate",
+                    Location::default(),
+                ),
+            );
+        }
+        Self::sealed(gates, intent)
+    }
+
+    /// An accepted verdict; only the gates of this crate make one.
+    pub(crate) fn sealed(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
+        Self {
+            outcome: Ok(intent),
+            gates,
+        }
     }
 
     /// Whether every gate passed.

@@ -32,6 +32,7 @@
 //! ```
 
 mod answer;
+mod calls;
 mod code;
 mod contract;
 mod error;
@@ -44,6 +45,7 @@ mod schema;
 mod transport;
 
 pub use answer::{Answer, AnswerStatus, Citation, KA_ANSWER_V1, KA_ANSWER_V2};
+pub use calls::{judge_calls, CallKeys, ProposedCall, ToolCatalog};
 pub use code::Code;
 pub use contract::{
     Contract, ContractBuilder, DeclaredTool, GateStatus, Output, OutputKind, Verdict, VersionCheck,

@@ -1081,7 +1081,7 @@ fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
         ),
         proviso_contract::Location::instance(format!("/calls/{index}")),
     );
-    Verdict::from_parts(gates, Err(rejection))
+    Verdict::rejected(gates, rejection)
 }
 
 /// The observation a rejected step leaves for the model: the gate, the code and the message,

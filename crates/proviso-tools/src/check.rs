@@ -11,14 +11,14 @@
 use std::sync::Arc;
 
 use proviso_contract::{
-    Gate, GateStatus, Intent, Location, NextStep, Rejection, ToolCall, Verdict, Violation,
+    judge_calls, CallKeys, Code, Gate, GateStatus, Intent, Location, NextStep, Rejection, ToolCall,
+    Verdict, Violation,
 };
 
 use crate::format::{CallFormat, Proposal};
 use crate::gated::GatedCall;
 use crate::policy::{Policy, Usage};
 use crate::registry::Registry;
-use proviso_contract::Code;
 
 /// Why the model stopped, as a provider reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,7 +165,7 @@ impl ToolGate {
         if let Some((code, message, next)) = fragment {
             let rejection = Rejection::new(Gate::Transport, code, message, Location::default())
                 .with_next_step(next);
-            return Verdict::from_parts(gates, Err(rejection));
+            return Verdict::rejected(gates, rejection);
         }
         gates.push((Gate::Transport, GateStatus::Passed));
         // Gate 2: parse, in the call format.
@@ -175,7 +175,7 @@ impl ToolGate {
                 if rejection.gate() != Gate::Parse {
                     gates.push((Gate::Parse, GateStatus::Passed));
                 }
-                return Verdict::from_parts(gates, Err(rejection));
+                return Verdict::rejected(gates, rejection);
             }
         };
         gates.push((Gate::Parse, GateStatus::Passed));
@@ -192,21 +192,21 @@ impl ToolGate {
         let value = match proviso_json::parse(envelope, &proviso_json::ParseOptions::default()) {
             Ok(v) => v,
             Err(e) => {
-                return Verdict::from_parts(
+                return Verdict::rejected(
                     gates,
-                    Err(Rejection::new(
+                    Rejection::new(
                         Gate::Transport,
                         Code::MalformedEnvelope,
                         format!("the envelope is not strict JSON: {e}"),
                         Location::at(e.position()),
-                    )),
+                    ),
                 )
             }
         };
         let payload = match proviso_contract::open_envelope(&value) {
             Ok(p) => p,
             Err(rejection) => {
-                return Verdict::from_parts(gates, Err(rejection.with_text_position(envelope)))
+                return Verdict::rejected(gates, rejection.with_text_position(envelope))
             }
         };
         gates.push((Gate::Transport, GateStatus::Passed));
@@ -218,7 +218,7 @@ impl ToolGate {
                     if rejection.gate() != Gate::Parse {
                         gates.push((Gate::Parse, GateStatus::Passed));
                     }
-                    return Verdict::from_parts(gates, Err(rejection));
+                    return Verdict::rejected(gates, rejection);
                 }
             };
             gates.push((Gate::Parse, GateStatus::Passed));
@@ -235,12 +235,12 @@ impl ToolGate {
                     ) {
                         Ok(v) => v,
                         Err(e) => {
-                            return Verdict::from_parts(
+                            return Verdict::rejected(
                                 gates,
-                                Err(Rejection::from_parse_error(&e).with_instance_path(&format!(
+                                Rejection::from_parse_error(&e).with_instance_path(&format!(
                                     "{}/function/arguments",
                                     call.pointer
-                                ))),
+                                )),
                             )
                         }
                     }
@@ -311,77 +311,48 @@ impl ToolGate {
                 answer: Arc::new(serde_json::Value::String(String::new())),
                 reasoning: rationale,
             });
-            return Verdict::from_parts(gates, Ok(intent));
+            return Verdict::without_calls(gates, intent);
         }
-        // Gate 3: schema. Every call is checked and every violation reported.
-        let mut violations = Vec::new();
-        let mut accepted = Vec::with_capacity(calls.len());
-        for (i, call) in calls.iter().enumerate() {
-            let Some(tool) = self.registry.get(&call.name) else {
-                let names = self.registry.names();
-                violations.push(Violation {
-                    code: Code::UnknownTool,
-                    keyword: None,
-                    message: format!(
-                        "`{}` is not a declared tool (declared: {})",
-                        call.name,
-                        if names.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            names.join(", ")
-                        }
-                    ),
-                    location: Location::instance(format!("{}/{}", call.pointer, self.name_key())),
-                });
-                continue;
-            };
-            let before = violations.len();
-            for mut v in tool.schema().violations(&call.arguments) {
-                v.location.instance_path = Some(format!(
-                    "{}/{}{}",
-                    call.pointer,
-                    self.arguments_key(),
-                    v.location.instance_path.unwrap_or_default()
-                ));
-                violations.push(v);
+        // Gate 3, schema, runs in the contract crate: only it makes an accepted tool
+        // request. The later gates run on the calls that passed it.
+        let id = |i: usize| {
+            if step == 0 {
+                format!("call_{}", i + 1)
+            } else {
+                format!("call_{step}_{}", i + 1)
             }
-            if violations.len() == before {
-                if let serde_json::Value::Object(arguments) = &call.arguments {
-                    accepted.push((
-                        tool,
-                        ToolCall::new(
-                            Some(if step == 0 {
-                                format!("call_{}", i + 1)
-                            } else {
-                                format!("call_{step}_{}", i + 1)
-                            }),
-                            call.name.clone(),
-                            arguments.clone(),
-                            tool.spec().class(),
-                        ),
-                        call.pointer.clone(),
-                    ));
-                } else {
-                    violations.push(Violation {
-                        code: Code::TypeMismatch,
-                        keyword: Some("type".into()),
-                        message: "the arguments must be an object".into(),
-                        location: Location::instance(format!(
-                            "{}/{}",
-                            call.pointer,
-                            self.arguments_key()
-                        )),
-                    });
-                }
-            }
-        }
-        if !violations.is_empty() {
-            return Verdict::from_parts(
-                gates,
-                Err(Rejection::from_violations(Gate::Schema, violations)),
-            );
-        }
-        gates.push((Gate::Schema, GateStatus::Passed));
+        };
+        let keys = CallKeys {
+            name: self.name_key(),
+            arguments: self.arguments_key(),
+        };
+        judge_calls(
+            self.registry.as_ref(),
+            keys,
+            calls,
+            gates,
+            &id,
+            rationale,
+            |accepted, gates| self.later_gates(accepted, usage, gates),
+        )
+    }
+
+    /// The gates after schema: argument policies, permission and budget, over calls that
+    /// passed the schema gate (so each names a declared tool).
+    fn later_gates(
+        &self,
+        accepted: &[(ToolCall, String)],
+        usage: &Usage,
+        gates: &mut Vec<(Gate, GateStatus)>,
+    ) -> Result<(), Rejection> {
+        let accepted: Vec<(&crate::registry::Tool, &ToolCall, &str)> = accepted
+            .iter()
+            .filter_map(|(call, pointer)| {
+                self.registry
+                    .get(call.name())
+                    .map(|tool| (tool, call, pointer.as_str()))
+            })
+            .collect();
         gates.push((Gate::Application, GateStatus::NotApplicable));
         // Gate 4: argument policies.
         let mut violations = Vec::new();
@@ -397,10 +368,7 @@ impl ToolGate {
             }
         }
         if !violations.is_empty() {
-            return Verdict::from_parts(
-                gates,
-                Err(Rejection::from_violations(Gate::Policy, violations)),
-            );
+            return Err(Rejection::from_violations(Gate::Policy, violations));
         }
         gates.push((
             Gate::Policy,
@@ -429,21 +397,17 @@ impl ToolGate {
             }
         }
         if !violations.is_empty() {
-            return Verdict::from_parts(
-                gates,
-                Err(Rejection::from_violations(Gate::Permission, violations)
-                    .with_next_step(NextStep::Stop)),
-            );
+            return Err(Rejection::from_violations(Gate::Permission, violations)
+                .with_next_step(NextStep::Stop));
         }
         gates.push((Gate::Permission, GateStatus::Passed));
         // Gate 6: budget.
         if let Some(rejection) = self.budget(&accepted, usage) {
-            return Verdict::from_parts(gates, Err(rejection));
+            return Err(rejection);
         }
         gates.push((Gate::Budget, GateStatus::Passed));
         gates.push((Gate::Evidence, GateStatus::NotApplicable));
-        let calls = accepted.into_iter().map(|(_, call, _)| call).collect();
-        Verdict::from_parts(gates, Ok(Intent::ToolRequest { calls, rationale }))
+        Ok(())
     }
 
     /// Admits one call for execution: the per-call gates (declared tool of the declared
@@ -521,7 +485,7 @@ impl ToolGate {
 
     fn budget(
         &self,
-        calls: &[(&crate::registry::Tool, ToolCall, String)],
+        calls: &[(&crate::registry::Tool, &ToolCall, &str)],
         usage: &Usage,
     ) -> Option<Rejection> {
         let budget = &self.policy.budget;
@@ -546,7 +510,7 @@ impl ToolGate {
                         Location::instance(
                             calls
                                 .get(max as usize)
-                                .map_or(String::new(), |c| c.2.clone()),
+                                .map_or(String::new(), |c| c.2.to_owned()),
                         ),
                     )
                     .with_next_step(NextStep::Retry),

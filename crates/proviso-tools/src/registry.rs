@@ -197,6 +197,17 @@ pub struct Registry {
     index: BTreeMap<String, usize>,
 }
 
+/// The schema gate of tool calls reads the declared tools from the registry.
+impl proviso_contract::ToolCatalog for Registry {
+    fn declared(&self, name: &str) -> Option<(IntentClass, &CompiledSchema)> {
+        self.get(name).map(|t| (t.spec.class(), &t.schema))
+    }
+
+    fn declared_names(&self) -> Vec<&str> {
+        self.names()
+    }
+}
+
 impl Registry {
     /// A registry of `specs`, each schema compiled (Draft 2020-12, formats asserted, unknown
     /// keywords refused).

@@ -500,17 +500,7 @@ pub(crate) fn text_rule(options: &GrammarOptions, first_excluded: &str) -> Strin
     }
 }
 
-/// One call as written, before any schema check.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProposedCall {
-    /// The tool name as written.
-    pub name: String,
-    /// The arguments as written (checked against the tool's schema by the schema gate).
-    pub arguments: Value,
-    /// JSON pointer of the call in the proposal (`/calls/0`, or empty for a lone envelope
-    /// call).
-    pub pointer: String,
-}
+pub use proviso_contract::ProposedCall;
 
 /// A parsed step: calls, or another intent.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,134 @@
+//! The schema gate of tool calls, and the only way to an accepted tool request.
+//!
+//! A [`Verdict`] whose intent is a tool request cannot be assembled by hand: it comes out of
+//! [`Contract::check`](crate::Contract::check) or out of [`judge_calls`], which runs every
+//! call through the declared tool's argument schema before any later gate (policy,
+//! permission, budget) gets to see it. A pipeline that makes no call accepts its other
+//! intent with [`Verdict::without_calls`], which refuses a tool request.
+
+use serde_json::Value;
+
+use crate::code::Code;
+use crate::contract::{GateStatus, Verdict};
+use crate::intent::{Intent, IntentClass, ToolCall};
+use crate::rejection::{Gate, Location, Rejection, Violation};
+use crate::schema::CompiledSchema;
+
+/// One call as a call format read it, before any schema check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposedCall {
+    /// The tool name as written.
+    pub name: String,
+    /// The arguments as written (checked against the tool's schema by the schema gate).
+    pub arguments: Value,
+    /// JSON pointer of the call in the proposal (`/calls/0`, or empty for a lone envelope
+    /// call).
+    pub pointer: String,
+}
+
+/// What the schema gate of tool calls needs to know of the declared tools.
+pub trait ToolCatalog {
+    /// The intent class and argument schema of the tool `name`, if it is declared.
+    fn declared(&self, name: &str) -> Option<(IntentClass, &CompiledSchema)>;
+
+    /// The declared names, for the message of an unknown tool.
+    fn declared_names(&self) -> Vec<&str>;
+}
+
+/// How a call format spells a call's name and arguments, so that an instance path points
+/// into what the model wrote (`/calls/0/arguments/trial_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallKeys {
+    /// The key of the tool's name (`name`, or `tool` in the envelope format).
+    pub name: &'static str,
+    /// The key of the arguments (`arguments`, or `parameters` in Llama 3's format).
+    pub arguments: &'static str,
+}
+
+/// Runs the schema gate over `calls` (each must name a declared tool, and its arguments must
+/// be an object valid under that tool's schema; every violation of every call is reported),
+/// then the later gates in `later`, and accepts a tool request only if both pass.
+///
+/// `gates` lists the gates already passed (transport, parse). `id` names the accepted call
+/// at each index. `later` receives the calls that passed the schema gate, each with its
+/// pointer, and records the gates it runs in the list it is given.
+///
+/// An empty `calls` is rejected (`empty_call_list`): a step without calls is accepted with
+/// [`Verdict::without_calls`].
+pub fn judge_calls(
+    catalog: &dyn ToolCatalog,
+    keys: CallKeys,
+    calls: Vec<ProposedCall>,
+    mut gates: Vec<(Gate, GateStatus)>,
+    id: &dyn Fn(usize) -> String,
+    rationale: Option<String>,
+    later: impl FnOnce(&[(ToolCall, String)], &mut Vec<(Gate, GateStatus)>) -> Result<(), Rejection>,
+) -> Verdict {
+    if calls.is_empty() {
+        return Verdict::rejected(
+            gates,
+            Rejection::new(
+                Gate::Parse,
+                Code::EmptyCallList,
+                "a tool request holds no call",
+                Location::default(),
+            ),
+        );
+    }
+    let mut violations = Vec::new();
+    let mut accepted = Vec::with_capacity(calls.len());
+    for (i, call) in calls.into_iter().enumerate() {
+        let Some((class, schema)) = catalog.declared(&call.name) else {
+            let names = catalog.declared_names();
+            violations.push(Violation {
+                code: Code::UnknownTool,
+                keyword: None,
+                message: format!(
+                    "`{}` is not a declared tool (declared: {})",
+                    call.name,
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+                location: Location::instance(format!("{}/{}", call.pointer, keys.name)),
+            });
+            continue;
+        };
+        let before = violations.len();
+        for mut v in schema.violations(&call.arguments) {
+            v.location.instance_path = Some(format!(
+                "{}/{}{}",
+                call.pointer,
+                keys.arguments,
+                v.location.instance_path.unwrap_or_default()
+            ));
+            violations.push(v);
+        }
+        if violations.len() > before {
+            continue;
+        }
+        match call.arguments {
+            Value::Object(arguments) => accepted.push((
+                ToolCall::new(Some(id(i)), call.name, arguments, class),
+                call.pointer,
+            )),
+            _ => violations.push(Violation {
+                code: Code::TypeMismatch,
+                keyword: Some("type".into()),
+                message: "the arguments must be an object".into(),
+                location: Location::instance(format!("{}/{}", call.pointer, keys.arguments)),
+            }),
+        }
+    }
+    if !violations.is_empty() {
+        return Verdict::rejected(gates, Rejection::from_violations(Gate::Schema, violations));
+    }
+    gates.push((Gate::Schema, GateStatus::Passed));
+    if let Err(rejection) = later(&accepted, &mut gates) {
+        return Verdict::rejected(gates, rejection);
+    }
+    let calls = accepted.into_iter().map(|(call, _)| call).collect();
+    Verdict::sealed(gates, Intent::ToolRequest { calls, rationale })
+}
