@@ -162,6 +162,7 @@ pub struct GenerationRequest {
 
 /// Why a choice ended, exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A natural end (end of sequence, a stop sequence, a complete grammar).
     Stop,
