@@ -150,9 +150,9 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
 
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
-        messages.push(Message::new("system", system.clone()));
+        messages.push(Message::system(system.clone()));
     }
-    messages.push(Message::new("user", args.prompt.clone()));
+    messages.push(Message::user(args.prompt.clone()));
 
     let attempts = args.attempts.max(1);
     let mut stderr = std::io::stderr().lock();

@@ -138,8 +138,7 @@ fn an_open_call_that_ran_is_avoided_by_the_decoder() {
         local.tokenizer(),
     );
     let prompt = local
-        .prompt(&[Message::new(
-            "user",
+        .prompt(&[Message::user(
             "Give the weather lookup arguments for Paris as JSON.",
         )])
         .unwrap();
@@ -261,7 +260,7 @@ fn a_loop_stops_early_with_repetition_and_a_retry_with_penalties_follows() {
         local.tokenizer(),
     );
     let prompt = local
-        .prompt(&[Message::new("user", "Count from 1 upwards as a JSON list.")])
+        .prompt(&[Message::user("Count from 1 upwards as a JSON list.")])
         .unwrap();
     let unbounded = GenerateOptions::default().max_tokens(400).repetition(None);
     let burnt = generator
@@ -308,7 +307,7 @@ fn retried(
         local.engine(RunOptions::default()).unwrap(),
         local.tokenizer(),
     );
-    let prompt = local.prompt(&[Message::new("user", request)]).unwrap();
+    let prompt = local.prompt(&[Message::user(request)]).unwrap();
     let options = GenerateOptions::default().max_tokens(max_tokens);
     let mut attempts = Vec::new();
     let last = generator

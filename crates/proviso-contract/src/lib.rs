@@ -53,7 +53,7 @@ pub use contract::{
 pub use error::ContractError;
 pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
-pub use message::Message;
+pub use message::{Message, MessageToolCall, Role};
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};

@@ -79,9 +79,7 @@ mod tests {
     #[test]
     fn renders_chatml() {
         let template = ChatTemplate::new(SMOLLM2, "<|im_start|>", "<|im_end|>").unwrap();
-        let text = template
-            .render(&[Message::new("user", "Hi")], true)
-            .unwrap();
+        let text = template.render(&[Message::user("Hi")], true).unwrap();
         assert_eq!(
             text,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
@@ -97,13 +95,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            template
-                .render(&[Message::new("user", "  x ")], false)
-                .unwrap(),
+            template.render(&[Message::user("  x ")], false).unwrap(),
             "x"
         );
-        assert!(template
-            .render(&[Message::new("tool", "x")], false)
-            .is_err());
+        assert!(template.render(&[Message::tool("x")], false).is_err());
     }
 }

@@ -56,8 +56,7 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 /// [`BenchError`] if the engine fails.
 pub fn run(local: &LocalModel, levels: &[usize], max_tokens: usize) -> Result<Report, BenchError> {
     let prompt = local
-        .prompt(&[Message::new(
-            "user",
+        .prompt(&[Message::user(
             "Write a long story about a lighthouse keeper.",
         )])
         .map_err(err)?;

@@ -14,6 +14,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use proviso::contract::Role;
 use proviso::decode::{
     CompileOptions, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
 };
@@ -350,7 +351,10 @@ fn run_case(
                 .iter()
                 .map(|t| {
                     Message::new(
-                        t.get("role").and_then(Value::as_str).unwrap_or("user"),
+                        t.get("role")
+                            .and_then(Value::as_str)
+                            .and_then(Role::from_name)
+                            .unwrap_or(Role::User),
                         t.get("content").and_then(Value::as_str).unwrap_or_default(),
                     )
                 })
@@ -360,7 +364,7 @@ fn run_case(
     // What the request says, for judging a call under `auto`: the user's turns.
     let request: String = question
         .iter()
-        .filter(|m| m.role != "system")
+        .filter(|m| m.role != Role::System)
         .map(|m| m.content.as_str())
         .collect::<Vec<_>>()
         .join("\n");
@@ -369,7 +373,7 @@ fn run_case(
         .max_calls(4);
     let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
     system.push_str(&instructions(&registry, format, &options));
-    let mut messages = vec![Message::new("system", system)];
+    let mut messages = vec![Message::system(system)];
     messages.extend(question);
     let prompt = match local.prompt(&messages) {
         Ok(prompt) => prompt,

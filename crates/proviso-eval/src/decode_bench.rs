@@ -101,7 +101,7 @@ pub fn run(
             &CompileOptions::default(),
         )
         .map_err(err)?;
-    let prompt_tokens = local.prompt(&[Message::new("user", prompt)]).map_err(err)?;
+    let prompt_tokens = local.prompt(&[Message::user(prompt)]).map_err(err)?;
     let run_options = RunOptions::default().n_ctx(2048);
     let mut generator = Generator::new(local.engine(run_options).map_err(err)?, local.tokenizer());
     let pieces: Vec<Vec<u8>> = local

@@ -251,10 +251,7 @@ pub fn run(
         let mut system = instructions(&registry, format, &options);
         system.push_str("Call a tool only when the request gives every required argument. Ask a clarification question when an argument is missing. Abort when no tool can do what is asked.\n");
         let prompt = local
-            .prompt(&[
-                Message::new("system", system),
-                Message::new("user", question),
-            ])
+            .prompt(&[Message::system(system), Message::user(question)])
             .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
         let generate_options = GenerateOptions::default().max_tokens(max_tokens);

@@ -585,10 +585,7 @@ impl Agent {
             format: self.config.format,
             tools: self.toolbox.registry().names(),
         });
-        let mut messages = vec![
-            Message::new("system", &self.system),
-            Message::new("user", question),
-        ];
+        let mut messages = vec![Message::system(&self.system), Message::user(question)];
         let mut usage = Usage::default();
         let mut executed = Vec::new();
         let mut rejections: BTreeMap<String, u64> = BTreeMap::new();
@@ -652,7 +649,7 @@ impl Agent {
             // would prime the same loop. The step is retried with penalties instead.
             let looped = proposed.finish == Finish::Repetition;
             if !looped {
-                messages.push(Message::new("assistant", &proposed.text));
+                messages.push(Message::assistant(&proposed.text));
             }
             last_looped = looped;
             let rejection = match verdict.into_result() {
@@ -691,7 +688,7 @@ impl Agent {
                                 json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": done.outcome})
                             }
                         };
-                        messages.push(Message::new("tool", content.to_string()));
+                        messages.push(Message::tool(content.to_string()));
                         executed.push(done);
                     }
                     None
@@ -712,8 +709,7 @@ impl Agent {
                 Ok(Intent::Abort { reason, .. }) => break RunEnd::Abort { reason },
                 Ok(Intent::PlanUpdate { plan, .. }) => {
                     in_a_row = 0;
-                    messages.push(Message::new(
-                        "tool",
+                    messages.push(Message::tool(
                         json!({"plan_recorded": plan.len()}).to_string(),
                     ));
                     None
@@ -751,7 +747,7 @@ impl Agent {
                 };
             }
             if !looped {
-                messages.push(Message::new("tool", observation(&rejection)));
+                messages.push(Message::tool(observation(&rejection)));
             }
         };
         usage.wall_ms = millis(started.elapsed());

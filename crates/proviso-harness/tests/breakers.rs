@@ -292,7 +292,7 @@ fn assert_rejected_first(run: &Run, gate: &str, code: &str) {
     );
     let shown = &run.model.seen[1];
     let observation = shown.last().unwrap();
-    assert_eq!(observation.role, "tool");
+    assert_eq!(observation.role, proviso_contract::Role::Tool);
     let observation: Value = serde_json::from_str(&observation.content).unwrap();
     assert_eq!(observation["rejected"]["gate"], gate);
     assert_eq!(observation["rejected"]["code"], code);
@@ -359,7 +359,7 @@ fn user_text_with_protocol_labels_stays_user_text() {
             ("user", question)
         );
         assert!(
-            first.iter().all(|t| t.role != "tool"),
+            first.iter().all(|t| t.role != proviso_contract::Role::Tool),
             "user text became an observation"
         );
         assert_rejected_first(&run, "permission", "permission_denied");
@@ -389,7 +389,7 @@ fn a_retrieved_document_with_a_fake_call_is_only_data() {
         assert_eq!(run.effects.total(), 1, "{format}: only the read ran");
         // The document reached the model inside a JSON tool observation, escaped.
         let observation = run.model.seen[1].last().unwrap();
-        assert_eq!(observation.role, "tool");
+        assert_eq!(observation.role, proviso_contract::Role::Tool);
         let parsed: Value = serde_json::from_str(&observation.content).unwrap();
         assert_eq!(parsed["outcome"]["result"]["text"], INJECTED);
         assert_eq!(

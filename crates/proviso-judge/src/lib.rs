@@ -35,7 +35,7 @@ pub fn rejected_request(
 /// call as `{}`.
 pub fn call_arguments(
     i: usize,
-    call: &proviso_server::WireToolCall,
+    call: &proviso_contract::MessageToolCall,
 ) -> Result<serde_json::Map<String, Value>, RejectedRequest> {
     let param = format!("messages[{i}].tool_calls");
     match serde_json::from_str::<Value>(&call.arguments) {

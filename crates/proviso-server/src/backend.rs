@@ -7,61 +7,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// System (or `developer`) instructions.
-    System,
-    /// The user.
-    User,
-    /// The model.
-    Assistant,
-    /// A tool result.
-    Tool,
-}
-
-impl Role {
-    /// The role's name in a chat template.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::System => "system",
-            Self::User => "user",
-            Self::Assistant => "assistant",
-            Self::Tool => "tool",
-        }
-    }
-}
-
-/// A tool call as the wire carries it (arguments are JSON text).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireToolCall {
-    /// The call id.
-    pub id: String,
-    /// The function name.
-    pub name: String,
-    /// The arguments, as JSON text.
-    pub arguments: String,
-}
-
-/// One message of a chat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatMessage {
-    /// Its role.
-    pub role: Role,
-    /// Its text.
-    pub content: String,
-    /// Calls an assistant message made.
-    pub tool_calls: Vec<WireToolCall>,
-    /// The call a tool message answers.
-    pub tool_call_id: Option<String>,
-}
-
 /// The prompt: a chat, or raw text (legacy completions).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PromptInput {
     /// Messages, rendered with the model's chat template.
-    Chat(Vec<ChatMessage>),
+    Chat(Vec<proviso_contract::Message>),
     /// Raw text, used as is.
     Text(String),
 }

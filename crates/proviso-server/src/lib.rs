@@ -22,8 +22,8 @@ pub mod wire;
 
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
-    Backend, ChatMessage, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
-    PromptInput, RejectedRequest, Role, RunError, SamplingParams, Sink, Timings, TokenLogprobOut,
-    ToolCallOut, ToolChoiceRequest, WireToolCall, Worker,
+    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, RunError, SamplingParams, Sink, Timings, TokenLogprobOut, ToolCallOut,
+    ToolChoiceRequest, Worker,
 };
 pub use metrics::Metrics;

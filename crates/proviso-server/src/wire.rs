@@ -11,9 +11,10 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use proviso_contract::{Message, MessageToolCall, Role};
+
 use crate::backend::{
-    ChatMessage, GenerationRequest, OutputConstraint, PromptInput, Role, SamplingParams,
-    ToolChoiceRequest, WireToolCall,
+    GenerationRequest, OutputConstraint, PromptInput, SamplingParams, ToolChoiceRequest,
 };
 
 /// A request that cannot be served, with the parameter at fault.
@@ -376,7 +377,7 @@ fn content_text(content: &Value, param: &str) -> Result<String> {
     }
 }
 
-fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<ChatMessage>> {
+fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Message>> {
     let Some(Value::Array(items)) = take(body, "messages", seen) else {
         return Err(InvalidRequest::new(
             "messages",
@@ -443,7 +444,7 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
                             )
                         })
                     };
-                    tool_calls.push(WireToolCall {
+                    tool_calls.push(MessageToolCall {
                         id: call
                             .get("id")
                             .and_then(Value::as_str)
@@ -457,7 +458,7 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
                 let function = call.get("function").ok_or_else(|| {
                     InvalidRequest::new(format!("{param}.function"), "a tool call needs `function`")
                 })?;
-                tool_calls.push(WireToolCall {
+                tool_calls.push(MessageToolCall {
                     id: call
                         .get("id")
                         .and_then(Value::as_str)
@@ -473,10 +474,16 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
                             )
                         })?
                         .to_owned(),
+                    // Missing arguments are not `{}`: the client must say what the call was.
                     arguments: function
                         .get("arguments")
                         .and_then(Value::as_str)
-                        .unwrap_or("{}")
+                        .ok_or_else(|| {
+                            InvalidRequest::new(
+                                format!("{param}.function.arguments"),
+                                "a tool call needs `arguments`, a JSON text",
+                            )
+                        })?
                         .to_owned(),
                 });
             }
@@ -491,12 +498,9 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Cha
                 "a tool message needs `tool_call_id`",
             ));
         }
-        out.push(ChatMessage {
-            role,
-            content,
-            tool_calls,
-            tool_call_id,
-        });
+        let mut message = Message::new(role, content).with_tool_calls(tool_calls);
+        message.tool_call_id = tool_call_id;
+        out.push(message);
     }
     Ok(out)
 }

@@ -125,6 +125,8 @@ fn status_codes_and_error_bodies() {
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "stream": true}).to_string(), 400, "unsupported_parameter"),
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21}).to_string(), 422, "invalid_value"),
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}).to_string(), 422, "invalid_value"),
+        // A tool call sent back without `arguments` is not taken as `{}`.
+        ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "1"}]}).to_string(), 422, "invalid_value"),
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}}}).to_string(), 400, "unsupported_parameter"),
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}).to_string(), 400, "unsupported_parameter"),
         ("/v1/chat/completions", "application/json", json!({"messages": [{"role": "user", "content": "x".repeat(5000)}]}).to_string(), 413, "request_too_large"),

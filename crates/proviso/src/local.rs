@@ -205,8 +205,8 @@ impl LocalModel {
                         rejection.code(),
                         rejection.message()
                     );
-                    messages.push(Message::new("assistant", generation.text()));
-                    messages.push(Message::new("user", feedback));
+                    messages.push(Message::assistant(generation.text()));
+                    messages.push(Message::user(feedback));
                 }
             }
             attempt += 1;

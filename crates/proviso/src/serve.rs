@@ -219,7 +219,7 @@ fn conversation(request: &GenerationRequest) -> String {
             .filter(|m| {
                 matches!(
                     m.role,
-                    proviso_server::Role::User | proviso_server::Role::Tool
+                    proviso_contract::Role::User | proviso_contract::Role::Tool
                 )
             })
             .map(|m| m.content.as_str())
@@ -256,14 +256,14 @@ impl LocalBackend {
                             &arguments,
                         ));
                     }
-                    out.push(Message::new(m.role.as_str(), content));
+                    out.push(Message::new(m.role, content));
                 }
                 if let Some(text) = tool_text {
                     match out.first_mut() {
-                        Some(first) if first.role == "system" => {
+                        Some(first) if first.role == proviso_contract::Role::System => {
                             first.content = format!("{}\n\n{text}", first.content);
                         }
-                        _ => out.insert(0, Message::new("system", text)),
+                        _ => out.insert(0, Message::system(text)),
                     }
                 }
                 self.model.prompt(&out).map_err(|e| {

@@ -62,7 +62,7 @@ fn cases() -> Vec<Case> {
     texts
         .iter()
         .map(|(text, constrained, max_tokens)| Case {
-            prompt: local.prompt(&[Message::new("user", *text)]).unwrap(),
+            prompt: local.prompt(&[Message::user(*text)]).unwrap(),
             constraint: constrained.then(|| Arc::clone(&compiled)),
             max_tokens: *max_tokens,
         })
@@ -205,8 +205,7 @@ fn a_cancelled_sequence_frees_its_slot_while_the_others_continue() {
 fn a_full_kv_budget_is_a_typed_error_until_an_idle_cache_can_be_evicted() {
     let local = local();
     let prompt = local
-        .prompt(&[Message::new(
-            "user",
+        .prompt(&[Message::user(
             "Explain, in plain words and with an example, what a randomised controlled \
              trial is, how its arms are compared, and why blinding matters.",
         )])

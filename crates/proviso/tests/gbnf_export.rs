@@ -32,7 +32,7 @@ fn generate_with_llama_grammar(gbnf: &str, prompt: &str, max_tokens: usize) -> (
     let local = local();
     let mut sampler = local.model().gbnf_sampler(gbnf).unwrap();
     let mut engine = local.engine(RunOptions::default().n_ctx(2048)).unwrap();
-    let tokens = local.prompt(&[Message::new("user", prompt)]).unwrap();
+    let tokens = local.prompt(&[Message::user(prompt)]).unwrap();
     engine.reset().unwrap();
     engine.decode(&tokens).unwrap();
     let ends = local.tokenizer().end_tokens();

@@ -30,7 +30,7 @@ fn generate(spec: &ConstraintSpec, prompt: &str, options: &CompileOptions) -> Ge
     let local = local();
     let compiled = local.compile(spec, options).unwrap();
     let mut generator = Generator::new(local.engine(run_options()).unwrap(), local.tokenizer());
-    let prompt = local.prompt(&[Message::new("user", prompt)]).unwrap();
+    let prompt = local.prompt(&[Message::user(prompt)]).unwrap();
     generator
         .generate(
             &prompt,
@@ -93,7 +93,7 @@ fn tokenizer_round_trips() {
 
 #[test]
 fn the_chat_template_comes_from_the_gguf() {
-    let prompt = local().prompt(&[Message::new("user", "Hi")]).unwrap();
+    let prompt = local().prompt(&[Message::user("Hi")]).unwrap();
     let pieces = local().tokenizer().tokens();
     let text: Vec<u8> = prompt
         .iter()
@@ -294,10 +294,7 @@ fn unenforceable_keywords_are_refused_or_relaxed() {
             &mut generator,
             &contract,
             &compiled,
-            &[Message::new(
-                "user",
-                "Tag this three times with a: a, a, a.",
-            )],
+            &[Message::user("Tag this three times with a: a, a, a.")],
             &GenerateOptions::default(),
             3,
             &mut |attempt, generation, verdict| {
@@ -335,7 +332,7 @@ fn truncation_is_length_not_a_value() {
         .unwrap();
     let mut generator = Generator::new(local.engine(run_options()).unwrap(), local.tokenizer());
     let prompt = local
-        .prompt(&[Message::new("user", "Tell a long story.")])
+        .prompt(&[Message::user("Tell a long story.")])
         .unwrap();
     let generation = generator
         .generate(

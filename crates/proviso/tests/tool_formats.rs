@@ -75,8 +75,8 @@ fn every_format_generates_parses_and_round_trips() {
             let mut proposer =
                 LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
             let messages = vec![
-                Message::new("system", instructions(&registry, format, &options)),
-                Message::new("user", "Which arms of trial NCT04123456 were terminated?"),
+                Message::system(instructions(&registry, format, &options)),
+                Message::user("Which arms of trial NCT04123456 were terminated?"),
             ];
             let proposed = proposer
                 .propose(&ProposeRequest::new(&messages, &grammar, 120))
@@ -135,8 +135,8 @@ fn auto_lets_the_model_answer_in_text_or_call_under_the_grammar() {
         let mut proposer =
             LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
         let messages = vec![
-            Message::new("system", instructions(&registry, format, &options)),
-            Message::new("user", "Say hello."),
+            Message::system(instructions(&registry, format, &options)),
+            Message::user("Say hello."),
         ];
         let proposed = proposer
             .propose(&ProposeRequest::new(&messages, &grammar, 60))
