@@ -11,6 +11,7 @@ import sys
 from typing import Literal
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 from pydantic import BaseModel, Field  # noqa: E402
 

@@ -596,6 +596,9 @@ fn python_packages(var: &str, default: &str, imports: &str, what: &str) -> PathB
     let probe = Command::new("python3")
         .args(["-c", &format!("import {imports}")])
         .env("PYTHONPATH", &pylib)
+        // Importing litellm fetches a price list from the network unless told not to.
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_OFFLINE_MODE", "true")
         .status()
         .unwrap();
     assert!(
@@ -613,6 +616,7 @@ fn run_client_script(script: &str, pylib: &PathBuf, server: &Server) {
         .arg(&server.base)
         .env("PYTHONPATH", pylib)
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_OFFLINE_MODE", "true")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
