@@ -421,7 +421,7 @@ pub enum Event<'a> {
         /// The verdict (the parsed intent when accepted).
         verdict: &'a Verdict,
     },
-    /// A final answer was checked against the answer contract.
+    /// A final answer was checked against the answer contract (accepted or not).
     AnswerVerdict {
         /// Step number.
         step: u64,
@@ -693,16 +693,35 @@ impl Agent {
                     }
                     None
                 }
-                Ok(Intent::FinalAnswer { answer, .. }) => match self.check_answer(&answer) {
-                    Ok(answer) => break RunEnd::FinalAnswer { answer },
-                    Err(verdict) => {
-                        observer.event(&Event::AnswerVerdict {
-                            step,
-                            verdict: &verdict,
-                        });
-                        verdict.into_result().err()
+                Ok(Intent::FinalAnswer { answer, .. }) => {
+                    let Some(contract) = self.config.answer_contract.as_ref() else {
+                        break RunEnd::FinalAnswer {
+                            answer: answer.as_ref().clone(),
+                        };
+                    };
+                    let verdict =
+                        contract.check(Output::Text(self.answer_text(&answer).as_bytes()));
+                    // An accepted answer's verdict is reported too: it is where the evidence
+                    // gate ran, so a reader sees that gate pass, not only fail.
+                    observer.event(&Event::AnswerVerdict {
+                        step,
+                        verdict: &verdict,
+                    });
+                    match verdict.into_result() {
+                        // The contract parsed the text strictly: its value is the answer.
+                        Ok(Intent::FinalAnswer { answer, .. }) => {
+                            break RunEnd::FinalAnswer {
+                                answer: answer.as_ref().clone(),
+                            }
+                        }
+                        Ok(_) => {
+                            break RunEnd::FinalAnswer {
+                                answer: answer.as_ref().clone(),
+                            }
+                        }
+                        Err(rejection) => Some(rejection),
                     }
-                },
+                }
                 Ok(Intent::Clarification { question, .. }) => {
                     break RunEnd::Clarification { question }
                 }
@@ -1024,23 +1043,6 @@ impl Agent {
             }
             other => other.to_string(),
         }
-    }
-
-    /// The accepted answer value, or the answer contract's verdict when it refuses.
-    fn check_answer(&self, answer: &Value) -> Result<Value, Verdict> {
-        let Some(contract) = self.config.answer_contract.as_ref() else {
-            return Ok(answer.clone());
-        };
-        let text = self.answer_text(answer);
-        let verdict = contract.check(Output::Text(text.as_bytes()));
-        if !verdict.accepted() {
-            return Err(verdict);
-        }
-        // The contract parsed the text strictly: its value is the answer.
-        Ok(match verdict.into_result() {
-            Ok(Intent::FinalAnswer { answer, .. }) => answer.as_ref().clone(),
-            _ => answer.clone(),
-        })
     }
 }
 

@@ -81,7 +81,12 @@ impl<W: Write> Observer for JsonlTrace<W> {
                 json!({"record": kind, "step": step, "verdict": verdict})
             }
             Event::AnswerVerdict { step, verdict } => {
-                json!({"record": "answer_rejection", "step": step, "verdict": verdict})
+                let kind = if verdict.accepted() {
+                    "answer_accepted"
+                } else {
+                    "answer_rejection"
+                };
+                json!({"record": kind, "step": step, "verdict": verdict})
             }
             Event::ToolResult { step, executed } => json!({"record": "tool_result", "step": step,
                 "call": executed.call, "outcome": executed.outcome, "duration_ms": executed.duration_ms}),
