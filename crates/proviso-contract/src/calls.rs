@@ -6,7 +6,7 @@
 //! permission, budget) gets to see it. A pipeline that makes no call accepts its other
 //! intent with [`Verdict::without_calls`], which refuses a tool request.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::code::Code;
 use crate::contract::{GateStatus, Verdict};
@@ -79,47 +79,20 @@ pub fn judge_calls(
     let mut accepted = Vec::with_capacity(calls.len());
     for (i, call) in calls.into_iter().enumerate() {
         let Some((class, schema)) = catalog.declared(&call.name) else {
-            let names = catalog.declared_names();
-            violations.push(Violation {
-                code: Code::UnknownTool,
-                keyword: None,
-                message: format!(
-                    "`{}` is not a declared tool (declared: {})",
-                    call.name,
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-                location: Location::instance(format!("{}/{}", call.pointer, keys.name)),
-            });
+            violations.push(unknown_tool(
+                &call.name,
+                &catalog.declared_names(),
+                Location::instance(format!("{}/{}", call.pointer, keys.name)),
+            ));
             continue;
         };
-        let before = violations.len();
-        for mut v in schema.violations(&call.arguments) {
-            v.location.instance_path = Some(format!(
-                "{}/{}{}",
-                call.pointer,
-                keys.arguments,
-                v.location.instance_path.unwrap_or_default()
-            ));
-            violations.push(v);
-        }
-        if violations.len() > before {
-            continue;
-        }
-        match call.arguments {
-            Value::Object(arguments) => accepted.push((
+        let at = format!("{}/{}", call.pointer, keys.arguments);
+        match checked_arguments(&call.name, Some(schema), call.arguments, &at) {
+            Ok(arguments) => accepted.push((
                 ToolCall::new(Some(id(i)), call.name, arguments, class),
                 call.pointer,
             )),
-            _ => violations.push(Violation {
-                code: Code::TypeMismatch,
-                keyword: Some("type".into()),
-                message: "the arguments must be an object".into(),
-                location: Location::instance(format!("{}/{}", call.pointer, keys.arguments)),
-            }),
+            Err(found) => violations.extend(found),
         }
     }
     if !violations.is_empty() {
@@ -131,4 +104,55 @@ pub fn judge_calls(
     }
     let calls = accepted.into_iter().map(|(call, _)| call).collect();
     Verdict::sealed(gates, Intent::ToolRequest { calls, rationale })
+}
+
+/// The schema gate's finding for a call to a tool that is not declared.
+pub(crate) fn unknown_tool(name: &str, declared: &[&str], location: Location) -> Violation {
+    Violation {
+        code: Code::UnknownTool,
+        keyword: None,
+        message: format!(
+            "`{name}` is not a declared tool (declared: {})",
+            if declared.is_empty() {
+                "none".to_owned()
+            } else {
+                declared.join(", ")
+            }
+        ),
+        location,
+    }
+}
+
+/// The schema gate on one call's arguments: an object valid under `schema` (when the tool
+/// declares one), or every violation, located under `at` (the arguments' pointer).
+pub(crate) fn checked_arguments(
+    name: &str,
+    schema: Option<&CompiledSchema>,
+    arguments: Value,
+    at: &str,
+) -> Result<Map<String, Value>, Vec<Violation>> {
+    if let Some(schema) = schema {
+        let violations = schema.violations(&arguments);
+        if !violations.is_empty() {
+            return Err(violations
+                .into_iter()
+                .map(|mut v| {
+                    v.location.instance_path = Some(format!(
+                        "{at}{}",
+                        v.location.instance_path.unwrap_or_default()
+                    ));
+                    v
+                })
+                .collect());
+        }
+    }
+    match arguments {
+        Value::Object(arguments) => Ok(arguments),
+        _ => Err(vec![Violation {
+            code: Code::TypeMismatch,
+            keyword: Some("type".into()),
+            message: format!("the arguments of `{name}` are not an object"),
+            location: Location::instance(at),
+        }]),
+    }
 }

@@ -249,12 +249,6 @@ impl Code {
             }
         }
     }
-
-    /// A code declared by a contract's author; a string that names a fixed code is that code.
-    #[must_use]
-    pub fn declared(text: &str) -> Self {
-        Self::parse(text)
-    }
 }
 
 impl From<&proviso_json::ParseErrorKind> for Code {
@@ -361,9 +355,9 @@ mod tests {
             Code::parse("schema_dependent_required"),
             Code::Keyword(_)
         ));
-        assert_eq!(Code::declared("type_mismatch"), Code::TypeMismatch);
+        assert_eq!(Code::parse("type_mismatch"), Code::TypeMismatch);
         assert!(matches!(
-            Code::declared("reversed_line_range"),
+            Code::parse("reversed_line_range"),
             Code::Declared(_)
         ));
     }

@@ -15,6 +15,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::calls;
 use crate::code::Code;
 use crate::error::ContractError;
 use crate::evidence::{EvidencePolicy, SourceStore};
@@ -724,44 +725,12 @@ impl Contract {
     ) -> Result<ToolCall, Rejection> {
         let Some(tool) = self.tools.get(name) else {
             let known: Vec<&str> = self.tools.keys().map(String::as_str).collect();
-            return Err(Rejection::new(
-                Gate::Schema,
-                Code::UnknownTool,
-                format!(
-                    "`{name}` is not a declared tool (declared: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-                Location::instance(pointer),
-            ));
+            let v = calls::unknown_tool(name, &known, Location::instance(pointer));
+            return Err(Rejection::new(Gate::Schema, v.code, v.message, v.location));
         };
-        if let Some(parameters) = &tool.parameters {
-            let violations = parameters.violations(&arguments);
-            if !violations.is_empty() {
-                let violations = violations
-                    .into_iter()
-                    .map(|mut v| {
-                        v.location.instance_path = Some(format!(
-                            "{pointer}/arguments{}",
-                            v.location.instance_path.unwrap_or_default()
-                        ));
-                        v
-                    })
-                    .collect();
-                return Err(Rejection::from_violations(Gate::Schema, violations));
-            }
-        }
-        let Value::Object(arguments) = arguments else {
-            return Err(Rejection::new(
-                Gate::Schema,
-                Code::TypeMismatch,
-                format!("the arguments of `{name}` are not an object"),
-                Location::instance(format!("{pointer}/arguments")),
-            ));
-        };
+        let at = format!("{pointer}/arguments");
+        let arguments = calls::checked_arguments(name, tool.parameters.as_ref(), arguments, &at)
+            .map_err(|violations| Rejection::from_violations(Gate::Schema, violations))?;
         Ok(ToolCall::new(id, name.to_owned(), arguments, tool.class))
     }
 

@@ -142,7 +142,7 @@ pub(crate) fn from_declaration(list: &Value) -> Result<Vec<Arc<dyn Rule>>, Contr
                         each: field("each")?,
                         lower: required("lower")?,
                         upper: required("upper")?,
-                        code: field("code")?.map_or(Code::OutOfOrder, |c| Code::declared(&c)),
+                        code: field("code")?.map_or(Code::OutOfOrder, |c| Code::parse(&c)),
                     }) as Arc<dyn Rule>)
                 }
                 Some(other) => Err(ContractError::declaration(

@@ -233,11 +233,8 @@ pub fn check_strict(schema: &Value) -> Result<(), ToolError> {
                             ),
                         ));
                     }
-                    let required: BTreeSet<&str> = map
-                        .get("required")
-                        .and_then(Value::as_array)
-                        .map(|r| r.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
+                    let required: BTreeSet<&str> =
+                        crate::registry::required_names(map.get("required")).collect();
                     if let Some(missing) =
                         properties.keys().find(|k| !required.contains(k.as_str()))
                     {

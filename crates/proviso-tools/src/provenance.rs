@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::format::CallFormat;
-use crate::registry::{Registry, ToolSpec};
+use crate::registry::{required_names, Registry, ToolSpec};
 
 /// What `auto` does with the best call the model could write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,16 +110,9 @@ pub fn ground_numbers(registry: &Registry, conversation: &str) -> Option<Registr
         return None;
     }
     registry.narrowed(|parameters| {
-        let required: Vec<String> = parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let required: Vec<String> = required_names(parameters.get("required"))
+            .map(str::to_owned)
+            .collect();
         let mut changed = false;
         if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
             // Only required arguments must be traceable; an optional one the model gives
@@ -706,32 +699,20 @@ impl Conversation {
     /// conversation's words.
     fn carries_words(&self, spec: &ToolSpec, arguments: &Value) -> bool {
         let parameters = spec.parameters();
-        parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .any(|name| {
-                let schema = parameters
-                    .pointer(&format!("/properties/{}", escape(name)))
-                    .unwrap_or(&Value::Null);
-                match arguments.get(name) {
-                    Some(value @ Value::String(s)) => {
-                        !declared(value, schema) && self.states_text(s)
-                    }
-                    _ => false,
-                }
-            })
+        required_names(parameters.get("required")).any(|name| {
+            let schema = parameters
+                .pointer(&format!("/properties/{}", escape(name)))
+                .unwrap_or(&Value::Null);
+            match arguments.get(name) {
+                Some(value @ Value::String(s)) => !declared(value, schema) && self.states_text(s),
+                _ => false,
+            }
+        })
     }
 
     fn untraceable(&self, spec: &ToolSpec, arguments: &Value) -> Vec<String> {
         let parameters = spec.parameters();
-        let required: Vec<&str> = parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required: Vec<&str> = required_names(parameters.get("required")).collect();
         let Some(arguments) = arguments.as_object() else {
             return Vec::new();
         };

@@ -146,12 +146,7 @@ impl ToolSpec {
     /// The argument names in declared order, each with whether it is required.
     #[must_use]
     pub fn arguments(&self) -> Vec<(&str, bool)> {
-        let required: Vec<&str> = self
-            .parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required: Vec<&str> = required_names(self.parameters.get("required")).collect();
         self.parameters
             .get("properties")
             .and_then(Value::as_object)
@@ -162,6 +157,16 @@ impl ToolSpec {
             })
             .unwrap_or_default()
     }
+}
+
+/// The names in a JSON Schema's `required` list (pass the schema's `required` member); none
+/// when it is absent or not a list of strings.
+pub(crate) fn required_names(required: Option<&Value>) -> impl Iterator<Item = &str> {
+    required
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// A declared tool with its compiled validator.

@@ -213,11 +213,7 @@ pub fn finite_arguments(
     {
         return None;
     }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required: Vec<&str> = crate::registry::required_names(schema.get("required")).collect();
     let empty = serde_json::Map::new();
     let properties = match schema.get("properties") {
         Some(Value::Object(p)) => p,

@@ -765,13 +765,14 @@ impl Builder<'_> {
                 };
                 // Only the declared keys are written: the grammar is narrower than a schema that
                 // allows more, never wider.
-                let required = required(map);
+                let required: Vec<&str> =
+                    crate::registry::required_names(map.get("required")).collect();
                 let mut entries = Vec::new();
                 for (name, schema) in properties {
                     let value = self.value(schema, &format!("{pointer}/properties/{name}"))?;
                     entries.push((
                         name.clone(),
-                        required.contains(name),
+                        required.contains(&name.as_str()),
                         format!(
                             "{} \": \" {value}",
                             lark_string(&literal(&Value::String(name.clone())))
@@ -804,18 +805,6 @@ fn literal_safe(pattern: &str) -> bool {
         }
     }
     true
-}
-
-fn required(map: &Map<String, Value>) -> Vec<String> {
-    map.get("required")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Required entries in declared order, then optional ones, each optional, all joined by
@@ -902,7 +891,8 @@ pub(super) fn grammar(
                 return Err(builder.refuse(&format!("/{key}"), &key));
             }
         }
-        let required = parameters.as_object().map(required).unwrap_or_default();
+        let required: Vec<&str> =
+            crate::registry::required_names(parameters.get("required")).collect();
         let mut entries = Vec::new();
         if let Some(properties) = parameters.get("properties").and_then(Value::as_object) {
             for (name, schema) in properties {
@@ -917,7 +907,7 @@ pub(super) fn grammar(
                 let value = builder.value(schema, &format!("/properties/{name}"))?;
                 entries.push((
                     name.clone(),
-                    required.contains(name),
+                    required.contains(&name.as_str()),
                     format!("\"{name}=\" {value}"),
                 ));
             }
