@@ -87,6 +87,20 @@ pub(crate) struct ServeArgs {
     /// Seconds a request's schema or grammar may take to compile (400 beyond).
     #[arg(long, default_value_t = 10)]
     compile_timeout: u64,
+    /// Responses kept in memory for `previous_response_id` (the most recent; 0 keeps none).
+    #[arg(long, default_value_t = 256)]
+    responses_kept: usize,
+    /// Most bytes the kept Responses conversations take, each counted whole; the oldest go
+    /// first, and a conversation larger than this alone is refused with `store: true`.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    responses_bytes: usize,
+    /// Seconds a stored response is kept.
+    #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
+    responses_age: u64,
+    /// Threads llama.cpp runs each forward pass on (default: see `default_threads`;
+    /// `$PROVISO_THREADS` also sets it).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Require `Authorization: Bearer <KEY>` on every /v1 route (and on /metrics when it
     /// shares the port). Prefer the environment variable: a command line is visible to
     /// every user of the machine.
@@ -140,6 +154,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         .max_connections(args.max_connections.max(1))
         .shutdown_timeout(Duration::from_secs(args.shutdown_timeout))
         .compile_timeout(Duration::from_secs(args.compile_timeout.max(1)))
+        .responses_kept(args.responses_kept)
+        .responses_bytes(args.responses_bytes)
+        .responses_age(Duration::from_secs(args.responses_age))
         .api_key(args.api_key.clone().filter(|k| !k.is_empty()))
         .model_aliases(args.model_aliases.clone())
         .any_model(args.accept_any_model);
@@ -175,7 +192,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     if id != stem && !server.model_aliases.contains(&stem) {
         server.model_aliases.push(stem);
     }
-    let threads = RunOptions::default().n_threads;
+    let threads = args
+        .threads
+        .and_then(|t| i32::try_from(t.max(1)).ok())
+        .unwrap_or_else(|| RunOptions::default().n_threads);
     // One request has a context of its own; several are the slots of one batched context,
     // whose forward passes use every thread.
     if args.kv_budget.is_some() && parallel == 1 {

@@ -178,6 +178,13 @@ codes! {
     TooManyCallsInStep => "too_many_calls_in_step",
     /// The harness refused a call it already ran with the same arguments.
     RepeatedCall => "repeated_call",
+    /// `tool_choice` required a call (`required`, or a named tool) and the output made none.
+    MissingToolCall => "missing_tool_call",
+    /// `tool_choice` named one tool and the output called another.
+    ToolChoiceMismatch => "tool_choice_mismatch",
+    /// The output does not match the request's grammar (a Lark grammar re-checked on an
+    /// upstream's text).
+    GrammarMismatch => "grammar_mismatch",
     // Argument policies.
     /// A number argument is outside the policy's bounds.
     OutOfBounds => "out_of_bounds",

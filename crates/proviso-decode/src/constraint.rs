@@ -45,8 +45,14 @@ pub struct CompileOptions {
     /// Bounds on grammar size and per-token work, so that a pathological schema fails in
     /// bounded time instead of stalling generation.
     pub limits: ParserLimits,
-    /// Bounds on `$ref` chains in JSON schemas, checked before llguidance resolves them.
+    /// Bounds on `$ref` chains in JSON schemas, checked before llguidance resolves them
+    /// (in a JSON Schema constraint and in every `%json` block of a Lark grammar alike).
     pub schema_limits: proviso_json::refs::SchemaLimits,
+    /// Most strings in a choice list. Checked before compiling: the compiler's work grows
+    /// with the list and cannot be interrupted once started.
+    pub max_choices: usize,
+    /// Most bytes of a Lark grammar, a regular expression or a choice list (all strings).
+    pub max_grammar_bytes: usize,
 }
 
 impl CompileOptions {
@@ -68,6 +74,20 @@ impl CompileOptions {
     #[must_use]
     pub fn limits(mut self, limits: ParserLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets [`CompileOptions::max_choices`].
+    #[must_use]
+    pub fn max_choices(mut self, max_choices: usize) -> Self {
+        self.max_choices = max_choices;
+        self
+    }
+
+    /// Sets [`CompileOptions::max_grammar_bytes`].
+    #[must_use]
+    pub fn max_grammar_bytes(mut self, max_grammar_bytes: usize) -> Self {
+        self.max_grammar_bytes = max_grammar_bytes;
         self
     }
 
@@ -94,6 +114,9 @@ impl Default for CompileOptions {
                 ..ParserLimits::default()
             },
             schema_limits: proviso_json::refs::SchemaLimits::default(),
+            // 4,096 strings compile in well under a second; 100,000 took half a minute.
+            max_choices: 4_096,
+            max_grammar_bytes: 512 * 1024,
         }
     }
 }
@@ -121,6 +144,16 @@ pub enum ConstraintError {
     /// refused before the compiler recurses into them.
     #[error("cannot compile the constraint: {0}")]
     References(#[from] proviso_json::refs::LimitError),
+    /// The constraint is larger than a compile limit allows; refused before compiling.
+    #[error("cannot compile the constraint: {what} has {found}, more than the limit of {max}")]
+    TooLarge {
+        /// What was counted (`choices`, `bytes of the grammar`).
+        what: &'static str,
+        /// The limit.
+        max: usize,
+        /// What the constraint has.
+        found: usize,
+    },
     /// The tokenizer cannot be used for constraints.
     #[error("cannot build the constraint engine: {message}")]
     Tokenizer {
@@ -226,6 +259,7 @@ impl Constrainer {
         options: &CompileOptions,
     ) -> Result<Compiled, ConstraintError> {
         let start = Instant::now();
+        check_size(spec, options)?;
         let grammar = match spec {
             ConstraintSpec::JsonSchema(schema) => {
                 // llguidance resolves references recursively: bound them first.
@@ -255,7 +289,14 @@ impl Constrainer {
                 json_options.apply_to(&mut schema);
                 TopLevelGrammar::from_json_schema(schema)
             }
-            ConstraintSpec::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
+            ConstraintSpec::Lark(lark) => {
+                // `%json {...}` embeds a schema, which llguidance resolves recursively like
+                // any other: the same bounds apply, before it recurses.
+                for schema in embedded_schemas(lark)? {
+                    proviso_json::refs::check_limits(&schema, &options.schema_limits)?;
+                }
+                TopLevelGrammar::from_lark(lark.clone())
+            }
             ConstraintSpec::Regex(regex) => TopLevelGrammar::from_regex(regex),
             ConstraintSpec::Choice(choices) => {
                 if choices.is_empty() {
@@ -284,6 +325,13 @@ impl Constrainer {
         if let Some(error) = matcher.get_error() {
             return Err(classify(&error));
         }
+        // Some grammars compile but fail on their first step (a row over llguidance's item
+        // limit, a schema with no way to start): found here, they are the request's fault
+        // and refused before generation, instead of failing a worker mid-request.
+        let mut probe = matcher.clone();
+        if let Err(e) = probe.compute_mask() {
+            return Err(classify(&e.to_string()));
+        }
         let verified_only = if options.relax {
             matcher
                 .grammar_warnings()
@@ -299,6 +347,108 @@ impl Constrainer {
             compile_time: start.elapsed(),
         })
     }
+}
+
+/// A constraint that judges finished text, independent of any model: compiled over a
+/// byte-level tokenizer, so text from elsewhere (an upstream server's output) is held to the
+/// same grammar, by the same engine, as the local decoder enforces token by token.
+#[derive(Clone)]
+pub struct TextChecker {
+    compiled: Compiled,
+}
+
+impl std::fmt::Debug for TextChecker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextChecker").finish_non_exhaustive()
+    }
+}
+
+impl TextChecker {
+    /// Compiles `spec` for checking text.
+    ///
+    /// # Errors
+    ///
+    /// [`ConstraintError`] as [`Constrainer::compile`] gives it.
+    pub fn new(spec: &ConstraintSpec, options: &CompileOptions) -> Result<Self, ConstraintError> {
+        let constrainer = Constrainer::new(
+            llguidance::toktrie::ApproximateTokEnv::single_byte_env(),
+            options,
+        )?;
+        Ok(Self {
+            compiled: constrainer.compile(spec, options)?,
+        })
+    }
+
+    /// Whether `text`, whole, is in the constraint's language; `Err` gives the byte offset
+    /// where it leaves the grammar (the text's length when it stops short of an end).
+    ///
+    /// # Errors
+    ///
+    /// The offset of the first byte the grammar does not allow.
+    pub fn check(&self, text: &str) -> Result<(), usize> {
+        let mut matcher = self.compiled.matcher();
+        // One token per byte: the single-byte vocabulary numbers each byte as itself.
+        let tokens: Vec<u32> = text.bytes().map(u32::from).collect();
+        let valid = matcher.validate_tokens(&tokens).map_err(|_| 0usize)?;
+        if valid < tokens.len() {
+            return Err(valid);
+        }
+        matcher.consume_tokens(&tokens).map_err(|_| tokens.len())?;
+        match matcher.is_accepting() {
+            Ok(true) => Ok(()),
+            _ => Err(tokens.len()),
+        }
+    }
+}
+
+/// Refuses a constraint whose size alone would make compiling slow, before any work starts.
+fn check_size(spec: &ConstraintSpec, options: &CompileOptions) -> Result<(), ConstraintError> {
+    let too_large = |what, max, found| ConstraintError::TooLarge { what, max, found };
+    let bytes = match spec {
+        ConstraintSpec::JsonSchema(_) => return Ok(()),
+        ConstraintSpec::Lark(text) | ConstraintSpec::Regex(text) => text.len(),
+        ConstraintSpec::Choice(choices) => {
+            if choices.len() > options.max_choices {
+                return Err(too_large(
+                    "the choice list",
+                    options.max_choices,
+                    choices.len(),
+                ));
+            }
+            choices.iter().map(String::len).sum()
+        }
+    };
+    if bytes > options.max_grammar_bytes {
+        return Err(too_large(
+            "the grammar (in bytes)",
+            options.max_grammar_bytes,
+            bytes,
+        ));
+    }
+    Ok(())
+}
+
+/// The schemas a Lark grammar embeds with `%json { ... }`, parsed (serde_json's own depth
+/// limit bounds the parse).
+fn embedded_schemas(lark: &str) -> Result<Vec<Value>, ConstraintError> {
+    let mut schemas = Vec::new();
+    for (at, _) in lark.match_indices("%json") {
+        let rest = lark[at + "%json".len()..].trim_start();
+        if !rest.starts_with('{') {
+            continue;
+        }
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(schema)) => schemas.push(schema),
+            Some(Err(e)) => {
+                return Err(ConstraintError::Invalid {
+                    message: format!("the schema after `%json` is not JSON: {e}"),
+                })
+            }
+            None => {}
+        }
+    }
+    Ok(schemas)
 }
 
 /// Drops proviso's own `x-proviso` declaration (and other `x-` extensions) at the root: they
@@ -363,6 +513,52 @@ fn unimplemented_keys(message: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_the_schemas_a_lark_grammar_embeds() {
+        let lark = "start: a | b\na: %json {\"type\": \"integer\"}\nb: %json{\"$ref\": \"#\"}\n";
+        assert_eq!(
+            embedded_schemas(lark).unwrap(),
+            vec![
+                serde_json::json!({"type": "integer"}),
+                serde_json::json!({"$ref": "#"})
+            ]
+        );
+        assert!(embedded_schemas("start: %json {\"type\": ").is_err());
+        // A `%json` that is not followed by an object is llguidance's to judge.
+        assert!(embedded_schemas("// %json mentioned\nstart: \"x\"")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn oversized_constraints_are_refused_before_compiling() {
+        let options = CompileOptions::default();
+        let many = ConstraintSpec::Choice((0..5_000).map(|i| i.to_string()).collect());
+        assert!(matches!(
+            check_size(&many, &options),
+            Err(ConstraintError::TooLarge { found: 5_000, .. })
+        ));
+        let long = ConstraintSpec::Regex("a".repeat(600 * 1024));
+        assert!(matches!(
+            check_size(&long, &options),
+            Err(ConstraintError::TooLarge { .. })
+        ));
+        assert!(check_size(&ConstraintSpec::Regex("a+".into()), &options).is_ok());
+    }
+
+    #[test]
+    fn a_text_checker_holds_text_to_a_lark_grammar() {
+        let checker = TextChecker::new(
+            &ConstraintSpec::Lark("start: \"SELECT \" COL \" FROM t\"\nCOL: /[a-z]+/\n".into()),
+            &CompileOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(checker.check("SELECT name FROM t"), Ok(()));
+        assert_eq!(checker.check("DROP TABLE users; --"), Err(0));
+        assert_eq!(checker.check("SELECT name"), Err(11));
+        assert!(checker.check("SELECT name FROM t; DROP").is_err());
+    }
 
     #[test]
     fn reads_unimplemented_keys() {

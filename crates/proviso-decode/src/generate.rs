@@ -830,9 +830,14 @@ impl<E: Engine> Generator<E> {
                     vec![token]
                 }
                 None => {
-                    let token = sampler
-                        .sample(self.engine.logits(), |_| true)
-                        .ok_or_else(|| GenerateError::Constraint("the logits are empty".into()))?;
+                    let token =
+                        sampler
+                            .sample(self.engine.logits(), |_| true)
+                            .ok_or_else(|| {
+                                GenerateError::Engine(EngineError::Runtime(
+                                    "the logits are empty".into(),
+                                ))
+                            })?;
                     if self.ends.contains(&token) {
                         break StopReason::Stop;
                     }
@@ -945,7 +950,9 @@ impl<E: Engine> Generator<E> {
                 let elapsed = start.elapsed();
                 let waited = Instant::now();
                 let next = worker.join().unwrap_or_else(|_| {
-                    Err(GenerateError::Constraint("the mask thread panicked".into()))
+                    Err(GenerateError::Engine(EngineError::Runtime(
+                        "the mask thread panicked".into(),
+                    )))
                 });
                 (forward.map(|()| elapsed), next, waited.elapsed())
             });

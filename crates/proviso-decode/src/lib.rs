@@ -14,9 +14,10 @@ mod sample;
 mod tokenizer;
 mod wrap;
 
-pub use chat::{ChatTemplate, Message, TemplateError};
+pub use chat::{ChatTemplate, Message, Rendered, Segment, TemplateError};
 pub use constraint::{
     strip_extensions, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
+    TextChecker,
 };
 pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
 pub use generate::{

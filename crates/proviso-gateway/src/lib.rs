@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proviso_server::{
     Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, ToolChoiceRequest, Worker,
+    RejectedRequest, RunError, Sink, Timings, ToolChoiceRequest, UpstreamFault, Worker,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
 use proviso_tools::{instructions, write_call, CallFormat, GrammarOptions, Policy, ToolGate};
@@ -87,11 +87,14 @@ pub struct GatewayConfig {
     /// JSON Schema to GBNF, for a llama.cpp upstream (`None`: constrained requests to a
     /// llama.cpp upstream are refused by name).
     pub gbnf: Option<GbnfConverter>,
+    /// Largest upstream response body read; a longer one is a 502, read no further.
+    pub max_body_bytes: usize,
 }
 
 impl GatewayConfig {
     /// A gateway to `url` in `kind`'s dialect: the upstream's first model, no key, the
-    /// default policy, two attempts per choice, a 120-second timeout and no GBNF converter.
+    /// default policy, two attempts per choice, a 120-second timeout, no GBNF converter and
+    /// a 16 MiB cap on upstream bodies.
     /// Set the public fields to change them.
     #[must_use]
     pub fn new(url: impl Into<String>, kind: UpstreamKind) -> Self {
@@ -104,6 +107,7 @@ impl GatewayConfig {
             attempts: 2,
             timeout: Duration::from_secs(120),
             gbnf: None,
+            max_body_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -404,6 +408,8 @@ impl Backend for GatewayBackend {
                 )),
                 native,
                 answer,
+                choice,
+                parallel: request.parallel_tool_calls,
             }
         } else {
             match &request.prompt {
@@ -500,7 +506,7 @@ impl Backend for GatewayBackend {
                         }
                         UpstreamKind::Vllm => body["structured_outputs"] = json!({"grammar": l}),
                     }
-                    Judge::Text
+                    Judge::grammar(l, "guided_grammar")?
                 }
             }
         };
@@ -522,6 +528,7 @@ impl Backend for GatewayBackend {
             base: self.base.clone(),
             api_key: self.config.api_key.clone(),
             attempts: self.config.attempts.max(1),
+            max_body_bytes: self.config.max_body_bytes,
         })
     }
 }
@@ -533,6 +540,7 @@ pub struct GatewayWorker {
     base: String,
     api_key: Option<String>,
     attempts: usize,
+    max_body_bytes: usize,
 }
 
 impl GatewayWorker {
@@ -542,11 +550,21 @@ impl GatewayWorker {
             request = request.set("Authorization", &format!("Bearer {key}"));
         }
         match request.send_json(body.clone()) {
-            Ok(r) => r.into_json().map_err(|e| {
-                RunError::Internal(format!("the upstream's response is not JSON: {e}"))
-            }),
+            Ok(r) => {
+                let text = read_capped(r, self.max_body_bytes)?;
+                serde_json::from_str(&text).map_err(|e| {
+                    upstream(
+                        UpstreamFault::BadGateway,
+                        None,
+                        format!("the upstream's response is not JSON: {e}"),
+                    )
+                })
+            }
             Err(ureq::Error::Status(code, r)) => {
-                let text = r.into_string().unwrap_or_default();
+                let retry_after = r
+                    .header("Retry-After")
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+                let text = read_capped(r, self.max_body_bytes).unwrap_or_default();
                 let message = serde_json::from_str::<Value>(&text)
                     .ok()
                     .and_then(|v| {
@@ -555,19 +573,100 @@ impl GatewayWorker {
                             .map(str::to_owned)
                     })
                     .unwrap_or_else(|| text.chars().take(300).collect());
-                if (400..500).contains(&code) && code != 429 {
-                    Err(RunError::UpstreamRefused { message })
-                } else {
-                    Err(RunError::Internal(format!(
-                        "the upstream answered {code}: {message}"
-                    )))
-                }
+                Err(status_error(code, retry_after, message))
             }
-            Err(e) => Err(RunError::Internal(format!(
-                "the upstream cannot be reached: {e}"
-            ))),
+            Err(ureq::Error::Transport(t)) => {
+                let timed_out = std::error::Error::source(&t)
+                    .and_then(|e| e.downcast_ref::<std::io::Error>())
+                    .is_some_and(|e| {
+                        matches!(
+                            e.kind(),
+                            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                        )
+                    })
+                    || t.to_string().contains("timed out");
+                let fault = if timed_out {
+                    UpstreamFault::Timeout
+                } else {
+                    UpstreamFault::BadGateway
+                };
+                Err(upstream(
+                    fault,
+                    None,
+                    format!("the upstream cannot be reached: {t}"),
+                ))
+            }
         }
     }
+}
+
+/// An upstream failure.
+fn upstream(fault: UpstreamFault, retry_after: Option<u64>, message: String) -> RunError {
+    RunError::Upstream {
+        fault,
+        retry_after,
+        message,
+    }
+}
+
+/// What an upstream's error status means for the client: its 4xx (but 429) is the request's
+/// fault and is passed on as 400; 429 and 503 are overload (503, with its `Retry-After`);
+/// 504 is a timeout; anything else is a bad gateway.
+fn status_error(code: u16, retry_after: Option<u64>, message: String) -> RunError {
+    match code {
+        429 | 503 => upstream(
+            UpstreamFault::Unavailable,
+            retry_after,
+            format!("the upstream answered {code}: {message}"),
+        ),
+        504 => upstream(
+            UpstreamFault::Timeout,
+            None,
+            format!("the upstream answered {code}: {message}"),
+        ),
+        400..=499 => RunError::UpstreamRefused { message },
+        _ => upstream(
+            UpstreamFault::BadGateway,
+            None,
+            format!("the upstream answered {code}: {message}"),
+        ),
+    }
+}
+
+/// Reads a response body up to `limit` bytes; a longer one is a bad gateway, read no further.
+fn read_capped(response: ureq::Response, limit: usize) -> Result<String, RunError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let limit_plus_one = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    response
+        .into_reader()
+        .take(limit_plus_one)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            let fault = if matches!(
+                e.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ) {
+                UpstreamFault::Timeout
+            } else {
+                UpstreamFault::BadGateway
+            };
+            upstream(fault, None, format!("reading the upstream's response: {e}"))
+        })?;
+    if bytes.len() > limit {
+        return Err(upstream(
+            UpstreamFault::BadGateway,
+            None,
+            format!("the upstream's response is larger than {limit} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        upstream(
+            UpstreamFault::BadGateway,
+            None,
+            "the upstream's response is not UTF-8".into(),
+        )
+    })
 }
 
 impl Worker for GatewayWorker {

@@ -54,10 +54,25 @@ pub fn call_arguments(
 }
 
 /// The validator of a response schema; what it cannot enforce is refused by name.
+///
+/// A schema that is not valid (a malformed `pattern`, a reference that does not resolve) is
+/// malformed data (422), as the same schema is among a tool's parameters; one that is valid
+/// but cannot be enforced (an unknown keyword, a limit) is 400.
 pub fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest> {
     Contract::builder(proviso_decode::strip_extensions(schema))
         .build()
-        .map_err(|e| rejected_request(param, format!("the schema cannot be enforced: {e}"), true))
+        .map_err(|e| {
+            let malformed = matches!(
+                e,
+                proviso_contract::ContractError::InvalidSchema { .. }
+                    | proviso_contract::ContractError::InvalidDeclaration { .. }
+            );
+            rejected_request(
+                param,
+                format!("the schema cannot be enforced: {e}"),
+                !malformed,
+            )
+        })
 }
 
 /// The schema a text answer must meet, read from the request the same way for every
@@ -114,6 +129,9 @@ pub enum Judge {
     Pattern(Box<regex::Regex>),
     /// Text that must be one of these strings.
     OneOf(Vec<String>),
+    /// Text that must be in a Lark grammar's language, re-checked by llguidance over a
+    /// byte-level tokenizer (an upstream that ignored the grammar is caught here).
+    Grammar(Box<proviso_decode::TextChecker>),
     /// Strict JSON, an object.
     JsonObject,
     /// The response schema's contract.
@@ -127,6 +145,13 @@ pub enum Judge {
         native: bool,
         /// The response schema's contract a text answer passes, when one is given.
         answer: Option<Box<Contract>>,
+        /// The request's `tool_choice`, enforced on what comes back: under `required` or a
+        /// named tool a text answer is refused, under a named tool every call must be to it.
+        /// The local grammar already makes anything else unreachable; an upstream's output
+        /// is held to the same rule here.
+        choice: ToolChoice,
+        /// `parallel_tool_calls`: when false, an output with more than one call is refused.
+        parallel: bool,
     },
 }
 
@@ -207,6 +232,17 @@ impl Judge {
         }
     }
 
+    /// The judge of a Lark grammar (`guided_grammar`, a custom tool's grammar): the whole
+    /// output must be in its language.
+    pub fn grammar(lark: &str, param: &str) -> Result<Self, RejectedRequest> {
+        proviso_decode::TextChecker::new(
+            &proviso_decode::ConstraintSpec::Lark(lark.to_owned()),
+            &proviso_decode::CompileOptions::default(),
+        )
+        .map(|checker| Self::Grammar(Box::new(checker)))
+        .map_err(|e| rejected_request(param, e.to_string(), false))
+    }
+
     /// Judges a complete output of the local model (its stop reason was a natural end).
     pub fn local(
         &self,
@@ -214,9 +250,16 @@ impl Judge {
         id: &mut dyn FnMut(usize) -> String,
     ) -> Result<Judged, Refusal> {
         match self {
-            Self::Tools { gate, answer, .. } => {
+            Self::Tools {
+                gate,
+                answer,
+                choice,
+                parallel,
+                ..
+            } => {
                 let verdict = gate.check(text, Finish::Stop, &Usage::default());
                 Self::verdict(&verdict, text, answer.as_deref(), id)
+                    .and_then(|judged| Self::obeys_choice(judged, choice, *parallel))
             }
             _ => self.text(text),
         }
@@ -250,11 +293,15 @@ impl Judge {
             gate,
             native: true,
             answer,
+            choice,
+            parallel,
         } = self
         {
             let verdict = gate.check_envelope(envelope.to_string().as_bytes(), &Usage::default());
             let text = payload.text.unwrap_or_default();
-            return Self::verdict(&verdict, &text, answer.as_deref(), id).map(Ended::Complete);
+            return Self::verdict(&verdict, &text, answer.as_deref(), id)
+                .and_then(|judged| Self::obeys_choice(judged, choice, *parallel))
+                .map(Ended::Complete);
         }
         if !payload.tool_calls.is_empty() {
             return Err(Refusal::new(
@@ -286,6 +333,14 @@ impl Judge {
                     regex.as_str()
                 ),
             )),
+            Self::Grammar(checker) => match checker.check(text) {
+                Ok(()) => Ok(Judged::Answer(text.to_owned())),
+                Err(at) => Err(Refusal::new(
+                    Gate::Schema,
+                    Code::GrammarMismatch,
+                    format!("the output leaves the requested grammar at byte {at}"),
+                )),
+            },
             Self::OneOf(choices) if choices.iter().any(|c| c == text) => {
                 Ok(Judged::Answer(text.to_owned()))
             }
@@ -316,6 +371,44 @@ impl Judge {
                 None => Ok(Judged::Answer(text.to_owned())),
                 Some(r) => Err(Refusal::from(r)),
             },
+        }
+    }
+
+    /// Holds a judged output to the request's `tool_choice` and `parallel_tool_calls`.
+    fn obeys_choice(
+        judged: Judged,
+        choice: &ToolChoice,
+        parallel: bool,
+    ) -> Result<Judged, Refusal> {
+        match (&judged, choice) {
+            (Judged::Answer(_), ToolChoice::Required | ToolChoice::Named(_)) => Err(Refusal::new(
+                Gate::Application,
+                Code::MissingToolCall,
+                "tool_choice requires a tool call, and the output answered in text",
+            )),
+            (Judged::Calls(calls), ToolChoice::Named(name))
+                if calls.iter().any(|c| &c.name != name) =>
+            {
+                Err(Refusal::new(
+                    Gate::Application,
+                    Code::ToolChoiceMismatch,
+                    format!("tool_choice names `{name}`, and the output called another tool"),
+                ))
+            }
+            (Judged::Calls(calls), _) if !parallel && calls.len() > 1 => Err(Refusal::new(
+                Gate::Application,
+                Code::TooManyCallsInStep,
+                format!(
+                    "parallel_tool_calls is false, and the output made {} calls",
+                    calls.len()
+                ),
+            )),
+            (Judged::Calls(_), ToolChoice::None) => Err(Refusal::new(
+                Gate::Application,
+                Code::UnexpectedToolCalls,
+                "tool_choice is `none`, and the output made a call",
+            )),
+            _ => Ok(judged),
         }
     }
 

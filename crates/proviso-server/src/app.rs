@@ -72,6 +72,12 @@ pub struct ServerConfig {
     /// Responses kept in memory for `previous_response_id` (the most recent ones; 0 keeps
     /// none).
     pub responses_kept: usize,
+    /// Most bytes the kept responses take, each counted with its whole conversation; the
+    /// oldest go first, and a conversation larger than this alone is refused with
+    /// `store: true`.
+    pub responses_bytes: usize,
+    /// How long a response is kept.
+    pub responses_age: Duration,
 }
 
 impl ServerConfig {
@@ -186,6 +192,20 @@ impl ServerConfig {
         self.responses_kept = responses_kept;
         self
     }
+
+    /// Sets [`ServerConfig::responses_bytes`].
+    #[must_use]
+    pub fn responses_bytes(mut self, responses_bytes: usize) -> Self {
+        self.responses_bytes = responses_bytes;
+        self
+    }
+
+    /// Sets [`ServerConfig::responses_age`].
+    #[must_use]
+    pub fn responses_age(mut self, responses_age: Duration) -> Self {
+        self.responses_age = responses_age;
+        self
+    }
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -208,6 +228,8 @@ impl std::fmt::Debug for ServerConfig {
             .field("model_aliases", &self.model_aliases)
             .field("any_model", &self.any_model)
             .field("responses_kept", &self.responses_kept)
+            .field("responses_bytes", &self.responses_bytes)
+            .field("responses_age", &self.responses_age)
             .finish()
     }
 }
@@ -231,6 +253,8 @@ impl Default for ServerConfig {
             model_aliases: Vec::new(),
             any_model: false,
             responses_kept: 256,
+            responses_bytes: 64 * 1024 * 1024,
+            responses_age: Duration::from_secs(3600),
         }
     }
 }
@@ -251,6 +275,8 @@ impl ServerConfig {
 }
 
 enum WorkerEvent {
+    /// Generation has begun (see [`Sink::started`]).
+    Started,
     Delta(u32, Delta),
     Done(Result<Vec<ChoiceResult>, RunError>),
 }
@@ -293,6 +319,7 @@ struct ChannelSink<'a> {
     cancel: &'a AtomicBool,
     deadline: Instant,
     generated: &'a AtomicU64,
+    started: bool,
 }
 
 impl Sink for ChannelSink<'_> {
@@ -311,6 +338,13 @@ impl Sink for ChannelSink<'_> {
 
     fn generated(&mut self, tokens: u64) {
         self.generated.fetch_add(tokens, Ordering::SeqCst);
+    }
+
+    fn started(&mut self) {
+        if !self.started {
+            self.started = true;
+            let _ = self.events.send(WorkerEvent::Started);
+        }
     }
 }
 
@@ -364,6 +398,7 @@ fn spawn_workers<B: Backend>(
                         cancel: &cancel,
                         deadline,
                         generated: &generated,
+                        started: false,
                     };
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         worker.run(job, &mut sink)
@@ -456,7 +491,11 @@ pub async fn serve_with_metrics<B: Backend>(
         preparer,
         metrics: metrics.clone(),
         responses: Arc::new(std::sync::Mutex::new(responses::Store::new(
-            config.responses_kept,
+            responses::StoreLimits {
+                count: config.responses_kept,
+                bytes: config.responses_bytes,
+                age: config.responses_age,
+            },
         ))),
         config,
     };
@@ -527,6 +566,12 @@ fn metrics_router<B: Backend>(shared: Shared<B>) -> Router {
         .route("/metrics", get(metrics::<B>))
         .route("/health", get(health::<B>))
         .fallback(not_found)
+        // The metrics listener answers to the same host names as the API: a page in a
+        // local browser must not read it through DNS rebinding either.
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            guard_host::<B>,
+        ))
         .layer(middleware::from_fn_with_state(
             shared.clone(),
             request_log::<B>,
@@ -602,8 +647,34 @@ impl Drop for LogOnEnd {
     }
 }
 
+/// Logs and counts a request whose client went away before its response was ready: the
+/// handler's future is dropped then (and with it the request's generation), so nothing
+/// else would.
+struct GoneBeforeResponse {
+    armed: bool,
+    id: String,
+    route: String,
+    started: Instant,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for GoneBeforeResponse {
+    fn drop(&mut self) {
+        if self.armed {
+            self.metrics.cancelled("client_gone");
+            tracing::info!(
+                target: "proviso_server::request",
+                request_id = %self.id,
+                route = %self.route,
+                latency_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "client disconnected before the response"
+            );
+        }
+    }
+}
+
 async fn request_log<B: Backend>(
-    State(_): State<Shared<B>>,
+    State(s): State<Shared<B>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -614,7 +685,15 @@ async fn request_log<B: Backend>(
     let outcome = SharedOutcome::default();
     request.extensions_mut().insert(RequestId(id.clone()));
     request.extensions_mut().insert(outcome.clone());
+    let mut gone = GoneBeforeResponse {
+        armed: true,
+        id: id.clone(),
+        route: route.clone(),
+        started,
+        metrics: s.metrics.clone(),
+    };
     let response = next.run(request).await;
+    gone.armed = false;
     let (mut parts, body) = response.into_parts();
     if let Ok(value) = HeaderValue::from_str(&id) {
         parts.headers.insert("x-request-id", value);
@@ -874,9 +953,31 @@ async fn responses_route<B: Backend>(
                 .responses
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            responses::to_chat(&value, |previous| store.get(previous)).map_err(invalid)?
+            let translated =
+                responses::to_chat(&value, |previous| store.get(previous)).map_err(invalid)?;
+            let limits = store.limits();
+            let chain = translated.previous.as_ref().map_or(0, |p| p.chain_bytes())
+                + responses::bytes_of(&translated.input);
+            if translated.store && chain > limits.bytes {
+                return Err(invalid(InvalidRequest::new(
+                    "previous_response_id",
+                    format!(
+                        "the conversation has {chain} bytes, more than the {} the response store keeps; send it with `store: false`",
+                        limits.bytes
+                    ),
+                )));
+            }
+            translated
         };
-        let submitted = submit(&s, Kind::Chat, &id, translated.chat, started).await?;
+        let submitted = submit(
+            &s,
+            Kind::Chat,
+            &id,
+            translated.chat,
+            started,
+            responses::param_name,
+        )
+        .await?;
         let (meta, choices) = run_to_end(&s, submitted, &id, &outcome).await?;
         let Some(choice) = choices.first() else {
             return Err(internal_error(&id, "no choice"));
@@ -896,7 +997,8 @@ async fn responses_route<B: Backend>(
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(
                     response_id,
-                    responses::continued(translated.conversation, choice),
+                    translated.previous,
+                    responses::added(translated.input, choice),
                 );
         }
         if !translated.stream {
@@ -1053,12 +1155,38 @@ async fn generate<B: Backend>(
         Ok(v) => v,
         Err(response) => return (response, false),
     };
-    let submitted = match submit(s, kind, id, value, started).await {
+    let submitted = match submit(s, kind, id, value, started, |param| param).await {
         Ok(submitted) => submitted,
         Err(response) => return (response, false),
     };
     if submitted.stream {
-        let stream = sse_stream(StreamState {
+        // The status is sent with the first event, so it waits for generation to begin: a
+        // request that fails before its first token (no memory for it: 503 with
+        // Retry-After) gets an error status, not a 200 and an error event.
+        let mut submitted = submitted;
+        let first = tokio::time::timeout_at(
+            tokio::time::Instant::from_std(submitted.deadline + Duration::from_secs(1)),
+            submitted.receiver.recv(),
+        )
+        .await;
+        let first = match first {
+            Ok(Some(WorkerEvent::Done(Err(e)))) => {
+                let timed_out = Instant::now() >= submitted.deadline;
+                drop(submitted.guard);
+                s.metrics.duration(started.elapsed());
+                if matches!(e, RunError::Cancelled) {
+                    s.metrics
+                        .cancelled(if timed_out { "timeout" } else { "client_gone" });
+                }
+                return (run_error(&e, timed_out, &s.metrics, id), false);
+            }
+            Ok(Some(event)) => Some(event),
+            Ok(None) => Some(WorkerEvent::Done(Err(RunError::Internal(
+                "the worker stopped".into(),
+            )))),
+            Err(_) => Some(WorkerEvent::Done(Err(RunError::Cancelled))),
+        };
+        let mut state = StreamState {
             receiver: submitted.receiver,
             _guard: submitted.guard,
             meta: submitted.meta,
@@ -1073,7 +1201,11 @@ async fn generate<B: Backend>(
             request_id: id.clone(),
             outcome: outcome.clone(),
             counted: false,
-        });
+        };
+        if let Some(event) = first {
+            state.apply(event);
+        }
+        let stream = sse_stream(state);
         return (
             Sse::new(stream)
                 .keep_alive(KeepAlive::default())
@@ -1144,7 +1276,13 @@ async fn submit<B: Backend>(
     id: &RequestId,
     value: Value,
     started: Instant,
+    param_name: fn(String) -> String,
 ) -> Result<Submitted, Response> {
+    // Errors name parameters as the client's route spells them.
+    let invalid = |mut e: InvalidRequest| {
+        e.param = e.param.map(param_name);
+        invalid(e)
+    };
     // A request for a model this server does not serve is refused, unless it was started to
     // accept any name; a request that names none is served by the one model there is.
     if let Some(name) = value.get("model").and_then(Value::as_str) {
@@ -1261,7 +1399,7 @@ async fn run_to_end<B: Backend>(
         )
         .await
         {
-            Ok(Some(WorkerEvent::Delta(..))) => {}
+            Ok(Some(WorkerEvent::Delta(..) | WorkerEvent::Started)) => {}
             Ok(Some(WorkerEvent::Done(result))) => break result,
             Ok(None) => break Err(RunError::Internal("the worker stopped".into())),
             Err(_) => break Err(RunError::Cancelled),
@@ -1313,11 +1451,25 @@ fn overloaded(message: &str) -> Response {
 
 fn run_error(e: &RunError, timed_out: bool, metrics: &Metrics, id: &RequestId) -> Response {
     let (status, code, message) = describe_run_error(e, timed_out, metrics, id);
-    let mut response = error(status, "server_error", Some(code), message, None);
-    if matches!(e, RunError::Overloaded(_)) {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    let kind = if status.is_client_error() {
+        "invalid_request_error"
+    } else {
+        "server_error"
+    };
+    let mut response = error(status, kind, Some(code), message, None);
+    let retry_after = match e {
+        RunError::Overloaded(_) => Some(1),
+        RunError::Upstream {
+            fault: crate::UpstreamFault::Unavailable,
+            retry_after,
+            ..
+        } => Some(retry_after.unwrap_or(1)),
+        _ => None,
+    };
+    if let Some(seconds) = retry_after {
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
     }
     response
 }
@@ -1337,6 +1489,32 @@ fn describe_run_error(
         }
         RunError::UpstreamRefused { .. } => {
             (StatusCode::BAD_REQUEST, "upstream_refused", e.to_string())
+        }
+        RunError::ConstraintFailed(_) => {
+            (StatusCode::BAD_REQUEST, "constraint_failed", e.to_string())
+        }
+        RunError::Upstream { fault, message, .. } => {
+            tracing::warn!(request_id = %id.0, cause = %message, "the upstream failed");
+            match fault {
+                crate::UpstreamFault::Unavailable => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "upstream_unavailable",
+                    "the upstream is overloaded; retry later".into(),
+                ),
+                crate::UpstreamFault::Timeout => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    "the upstream did not answer in time".into(),
+                ),
+                _ => (
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_failed",
+                    format!(
+                        "the upstream did not give a usable answer (request id {})",
+                        id.0
+                    ),
+                ),
+            }
         }
         RunError::Cancelled if timed_out => (
             StatusCode::GATEWAY_TIMEOUT,
@@ -1537,6 +1715,14 @@ struct StreamState {
 }
 
 impl StreamState {
+    fn apply(&mut self, event: WorkerEvent) {
+        match event {
+            WorkerEvent::Started => {}
+            WorkerEvent::Delta(index, delta) => self.delta(index, delta),
+            WorkerEvent::Done(result) => self.done(result),
+        }
+    }
+
     /// Counts the stream once, with how it ended: `ok`, `timeout`, `cancelled` (the client
     /// went away), or the error code.
     fn count(&mut self, end: &str) {
@@ -1698,10 +1884,17 @@ fn sse_stream(state: StreamState) -> impl Stream<Item = Result<Event, Infallible
                 // The OpenAI terminator; the state (and its cancel guard) ends here.
                 return Some((Ok(Event::default().data("[DONE]")), None));
             }
-            match state.receiver.recv().await {
-                Some(WorkerEvent::Delta(index, delta)) => state.delta(index, delta),
-                Some(WorkerEvent::Done(result)) => state.done(result),
-                None => state.done(Err(RunError::Internal("the worker stopped".into()))),
+            // A stream keeps the request timeout too: past the deadline (and a second for the
+            // worker to notice it), it ends with a timeout error event.
+            let next = tokio::time::timeout_at(
+                tokio::time::Instant::from_std(state.deadline + Duration::from_secs(1)),
+                state.receiver.recv(),
+            )
+            .await;
+            match next {
+                Ok(Some(event)) => state.apply(event),
+                Ok(None) => state.done(Err(RunError::Internal("the worker stopped".into()))),
+                Err(_) => state.done(Err(RunError::Cancelled)),
             }
         }
     })

@@ -110,6 +110,18 @@ pub struct GenerationRequest {
     pub custom_call: Option<String>,
 }
 
+impl GenerationRequest {
+    /// Whether preparing it compiles a grammar: it declares tools (other than under
+    /// `tool_choice: none`) or constrains the output. A request that does not never waits
+    /// behind one that does.
+    #[must_use]
+    pub fn compiles_constraint(&self) -> bool {
+        (self.tools.is_some() && self.tool_choice != ToolChoiceRequest::None)
+            || self.constraint != OutputConstraint::None
+            || self.custom_call.is_some()
+    }
+}
+
 /// Why a choice ended, exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -223,6 +235,11 @@ pub trait Sink {
     fn generated(&mut self, tokens: u64) {
         let _ = tokens;
     }
+    /// Reports that generation has begun: the model has room for the request and its
+    /// first token is out. Until then, a failure (no memory for the request) can still be
+    /// answered with an error status instead of a stream. Called once or more; the
+    /// default does nothing.
+    fn started(&mut self) {}
 }
 
 /// A request the backend cannot serve, known before any generation.
@@ -261,6 +278,21 @@ pub enum RunError {
         /// The upstream's error message.
         message: String,
     },
+    /// The request's own constraint failed while generating (a grammar that hits one of
+    /// llguidance's limits only after some tokens): the request's fault, 400.
+    #[error("the request's constraint failed during generation: {0}")]
+    ConstraintFailed(String),
+    /// The upstream (in gateway mode) failed: 502 for an answer that is not one, 503 when it
+    /// is overloaded (forwarding its `Retry-After`), 504 when it did not answer in time.
+    #[error("the upstream failed: {message}")]
+    Upstream {
+        /// What kind of failure.
+        fault: UpstreamFault,
+        /// Seconds the upstream asked to wait before retrying, if it said.
+        retry_after: Option<u64>,
+        /// What happened, for the log.
+        message: String,
+    },
     /// The client went away or the deadline passed.
     #[error("cancelled")]
     Cancelled,
@@ -271,6 +303,19 @@ pub enum RunError {
     /// Something failed inside; the message is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// How an upstream failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamFault {
+    /// It answered with something that is not an answer (a 5xx, HTML, a closed connection,
+    /// a body over the size limit): 502.
+    BadGateway,
+    /// It is overloaded (503, 429): 503.
+    Unavailable,
+    /// It did not answer in time: 504.
+    Timeout,
 }
 
 /// Generates. One backend serves every request; each worker thread owns a

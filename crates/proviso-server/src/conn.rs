@@ -48,6 +48,8 @@ pub(crate) struct ConnLimits {
 struct Activity {
     opened: Instant,
     in_flight: AtomicUsize,
+    /// Requests whose body is still being received.
+    uploading: AtomicUsize,
     served: AtomicUsize,
     state: Mutex<Idle>,
 }
@@ -66,6 +68,7 @@ impl Activity {
         Self {
             opened: now,
             in_flight: AtomicUsize::new(0),
+            uploading: AtomicUsize::new(0),
             served: AtomicUsize::new(0),
             state: Mutex::new(Idle {
                 since: now,
@@ -218,6 +221,61 @@ impl<G: Send + Unpin + 'static> hyper::body::Body for GuardedBody<G> {
     }
 }
 
+/// A request body being received: counted in its connection's `uploading` until its last
+/// frame has arrived (or it is dropped unread).
+struct UploadBody {
+    inner: hyper::body::Incoming,
+    activity: Option<Arc<Activity>>,
+}
+
+impl UploadBody {
+    fn new(inner: hyper::body::Incoming, activity: Arc<Activity>) -> Self {
+        let activity = if hyper::body::Body::is_end_stream(&inner) {
+            None
+        } else {
+            activity.uploading.fetch_add(1, Ordering::SeqCst);
+            Some(activity)
+        };
+        Self { inner, activity }
+    }
+
+    fn done(&mut self) {
+        if let Some(activity) = self.activity.take() {
+            activity.uploading.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for UploadBody {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+impl hyper::body::Body for UploadBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) || self.inner.is_end_stream() {
+            self.done();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Accepts connections on `listener` and serves `router` on them until `shutdown` turns
 /// true; then closes them within the shutdown deadline.
 pub(crate) async fn run(
@@ -304,8 +362,10 @@ async fn serve_connection(
             service_activity.request_started();
             let finished = Finished(service_activity.clone());
             let router = router.clone();
+            let uploading = service_activity.clone();
             async move {
-                let request: Request = request.map(Body::new);
+                let request: Request =
+                    request.map(|incoming| Body::new(UploadBody::new(incoming, uploading)));
                 let response: Response = match router.oneshot(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
@@ -345,8 +405,14 @@ async fn serve_connection(
                     return;
                 }
                 // During shutdown an idle connection is closed at once; hyper's graceful
-                // shutdown waits for a request whose headers never finish.
-                if closing && activity.in_flight.load(Ordering::SeqCst) == 0 {
+                // shutdown waits for a request whose headers never finish. So is one still
+                // sending its body: nothing has been computed for it yet, and a stalled
+                // upload would otherwise hold the shutdown for the whole body timeout.
+                if closing
+                    && (activity.in_flight.load(Ordering::SeqCst) == 0
+                        || activity.uploading.load(Ordering::SeqCst) > 0)
+                {
+                    tracing::debug!("closing a connection at shutdown");
                     return;
                 }
             }

@@ -24,6 +24,6 @@ pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, RunError, SamplingParams, Sink, Timings, TokenLogprobOut, ToolCallOut,
-    ToolChoiceRequest, Worker,
+    ToolChoiceRequest, UpstreamFault, Worker,
 };
 pub use metrics::Metrics;

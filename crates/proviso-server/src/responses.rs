@@ -7,6 +7,8 @@
 //! reasoning settings, unknown fields) is refused by name, as everywhere else.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -29,8 +31,11 @@ pub(crate) struct Translated {
     /// Whether the response is kept for a later `previous_response_id` (`store`, default
     /// true).
     pub(crate) store: bool,
-    /// The conversation so far, without the instructions: what a later request continues.
-    pub(crate) conversation: Vec<Value>,
+    /// The stored response this request continues, shared, not copied.
+    pub(crate) previous: Option<Arc<Stored>>,
+    /// This request's own input items, as chat messages: what a stored response adds to
+    /// the one it continues.
+    pub(crate) input: Vec<Value>,
 }
 
 /// Reads a Responses request into a chat completions request. `previous` looks up the
@@ -41,7 +46,7 @@ pub(crate) struct Translated {
 /// A field that is malformed (422) or cannot be honoured (400), named.
 pub(crate) fn to_chat(
     body: &Value,
-    previous: impl Fn(&str) -> Option<Vec<Value>>,
+    previous: impl Fn(&str) -> Option<Arc<Stored>>,
 ) -> Result<Translated> {
     let Some(fields) = body.as_object() else {
         return Err(InvalidRequest::new(
@@ -51,6 +56,7 @@ pub(crate) fn to_chat(
     };
     let mut chat = Map::new();
     let mut conversation = Vec::new();
+    let mut earlier: Option<Arc<Stored>> = None;
     let mut stream = false;
     let mut store = true;
     let mut instructions = None;
@@ -75,13 +81,13 @@ pub(crate) fn to_chat(
                         "`previous_response_id` must be a string",
                     )
                 })?;
-                let earlier = previous(id).ok_or_else(|| {
+                let found = previous(id).ok_or_else(|| {
                     InvalidRequest::new(
                         "previous_response_id",
                         format!("no stored response `{id}` (responses are kept in memory, the most recent ones only)"),
                     )
                 })?;
-                conversation.splice(0..0, earlier);
+                earlier = Some(found);
             }
             "tools" => tools = Some(function_tools(value)?),
             "tool_choice" => {
@@ -141,6 +147,9 @@ pub(crate) fn to_chat(
     if let Some(text) = instructions {
         messages.push(json!({"role": "system", "content": text}));
     }
+    if let Some(stored) = &earlier {
+        messages.extend(stored.conversation());
+    }
     messages.extend(conversation.iter().cloned());
     chat.insert("messages".into(), Value::Array(messages));
     if let Some(tools) = tools.filter(|t| !t.is_empty()) {
@@ -153,7 +162,8 @@ pub(crate) fn to_chat(
         chat: Value::Object(chat),
         stream,
         store,
-        conversation,
+        previous: earlier,
+        input: conversation,
     })
 }
 
@@ -195,8 +205,8 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                         )
                     })
                 };
-                let call = json!({"id": field("call_id")?, "type": "function",
-                    "function": {"name": field("name")?, "arguments": field("arguments")?}});
+                let call = json!({"id": short(field("call_id")?, &param, "call_id")?, "type": "function",
+                    "function": {"name": short(field("name")?, &param, "name")?, "arguments": field("arguments")?}});
                 push_call(&mut messages, call);
             }
             "custom_tool_call" => {
@@ -208,8 +218,8 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                         )
                     })
                 };
-                let call = json!({"id": field("call_id")?, "type": "custom",
-                    "custom": {"name": field("name")?, "input": field("input")?}});
+                let call = json!({"id": short(field("call_id")?, &param, "call_id")?, "type": "custom",
+                    "custom": {"name": short(field("name")?, &param, "name")?, "input": field("input")?}});
                 push_call(&mut messages, call);
             }
             "function_call_output" | "custom_tool_call_output" => {
@@ -219,6 +229,7 @@ fn input(value: &Value) -> Result<Vec<Value>> {
                         "a function call output needs `call_id`",
                     )
                 })?;
+                let call_id = short(call_id, &param, "call_id")?;
                 let output = match item.get("output") {
                     Some(Value::String(s)) => s.clone(),
                     Some(other @ (Value::Array(_) | Value::Object(_))) => {
@@ -243,6 +254,39 @@ fn input(value: &Value) -> Result<Vec<Value>> {
         }
     }
     Ok(messages)
+}
+
+/// A chat request's parameter as the Responses API names it, for error messages.
+pub(crate) fn param_name(param: String) -> String {
+    for (chat, responses) in [
+        ("max_tokens", "max_output_tokens"),
+        ("response_format", "text.format"),
+    ] {
+        if let Some(rest) = param.strip_prefix(chat) {
+            if rest.is_empty() || rest.starts_with(['.', '[']) {
+                return format!("{responses}{rest}");
+            }
+        }
+    }
+    param
+}
+
+/// Longest id or name an input item may carry: they are identifiers, and the store keeps
+/// them for as long as the response.
+const MAX_ID_BYTES: usize = 256;
+
+/// An id or name, refused (422, naming the field) when longer than [`MAX_ID_BYTES`].
+fn short<'a>(value: &'a str, param: &str, name: &str) -> Result<&'a str> {
+    if value.len() > MAX_ID_BYTES {
+        return Err(InvalidRequest::new(
+            format!("{param}.{name}"),
+            format!(
+                "`{name}` has {} bytes; an identifier may have at most {MAX_ID_BYTES}",
+                value.len()
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// Adds a call to the conversation: calls of one turn are one assistant message with
@@ -594,11 +638,11 @@ pub(crate) fn events(response: &Value) -> Vec<(String, Value)> {
     out
 }
 
-/// The conversation a stored response continues: its input and its output as chat
-/// messages.
-pub(crate) fn continued(mut conversation: Vec<Value>, choice: &ChoiceResult) -> Vec<Value> {
+/// What a stored response adds to the conversation: this request's input and its output,
+/// as chat messages.
+pub(crate) fn added(mut input: Vec<Value>, choice: &ChoiceResult) -> Vec<Value> {
     if choice.tool_calls.is_empty() {
-        conversation.push(
+        input.push(
             json!({"role": "assistant", "content": choice.content.clone().unwrap_or_default()}),
         );
     } else {
@@ -607,44 +651,145 @@ pub(crate) fn continued(mut conversation: Vec<Value>, choice: &ChoiceResult) -> 
             .iter()
             .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
             .collect();
-        conversation
-            .push(json!({"role": "assistant", "content": choice.content, "tool_calls": calls}));
+        input.push(json!({"role": "assistant", "content": choice.content, "tool_calls": calls}));
     }
-    conversation
+    input
 }
 
-/// Stored responses' conversations, in memory, the most recent `capacity` only.
+/// A stored response: the turns it added, and the response it continues, shared (a chain
+/// of `n` responses holds each turn once, not `n` copies of the conversation).
+#[derive(Debug)]
+pub(crate) struct Stored {
+    previous: Option<Arc<Stored>>,
+    items: Vec<Value>,
+    /// The bytes of the whole chain up to and including this response.
+    chain_bytes: usize,
+    created: Instant,
+}
+
+impl Stored {
+    /// The whole conversation, oldest first.
+    pub(crate) fn conversation(&self) -> Vec<Value> {
+        let mut chain = vec![self];
+        while let Some(previous) = chain.last().and_then(|s| s.previous.as_deref()) {
+            chain.push(previous);
+        }
+        chain
+            .iter()
+            .rev()
+            .flat_map(|s| s.items.iter().cloned())
+            .collect()
+    }
+
+    /// The bytes of the whole conversation.
+    pub(crate) fn chain_bytes(&self) -> usize {
+        self.chain_bytes
+    }
+}
+
+/// The bytes a list of items takes (its JSON text, which bounds its size in memory up to a
+/// small factor).
+pub(crate) fn bytes_of(items: &[Value]) -> usize {
+    items.iter().map(|v| v.to_string().len()).sum()
+}
+
+/// How much the store keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoreLimits {
+    /// Most responses.
+    pub(crate) count: usize,
+    /// Most bytes, counting each response's whole conversation (an upper bound on memory:
+    /// chains share their earlier turns).
+    pub(crate) bytes: usize,
+    /// Oldest a response may be.
+    pub(crate) age: Duration,
+}
+
+/// Stored responses, in memory, bounded by count, bytes and age; the oldest go first.
 #[derive(Debug)]
 pub(crate) struct Store {
-    capacity: usize,
+    limits: StoreLimits,
     order: VecDeque<String>,
-    conversations: HashMap<String, Vec<Value>>,
+    responses: HashMap<String, Arc<Stored>>,
+    bytes: usize,
 }
 
 impl Store {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(limits: StoreLimits) -> Self {
         Self {
-            capacity,
+            limits,
             order: VecDeque::new(),
-            conversations: HashMap::new(),
+            responses: HashMap::new(),
+            bytes: 0,
         }
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Vec<Value>> {
-        self.conversations.get(id).cloned()
+    pub(crate) fn limits(&self) -> StoreLimits {
+        self.limits
     }
 
-    pub(crate) fn insert(&mut self, id: String, conversation: Vec<Value>) {
-        if self.capacity == 0 {
-            return;
-        }
-        while self.order.len() >= self.capacity {
-            if let Some(oldest) = self.order.pop_front() {
-                self.conversations.remove(&oldest);
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Stored>> {
+        self.responses
+            .get(id)
+            .filter(|s| s.created.elapsed() <= self.limits.age)
+            .cloned()
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some(oldest) = self.order.pop_front() {
+            if let Some(gone) = self.responses.remove(&oldest) {
+                self.bytes -= gone.chain_bytes;
             }
         }
+    }
+
+    /// Stores what a response added after `previous`; `false` when it alone is over the
+    /// byte limit (nothing is stored then).
+    pub(crate) fn insert(
+        &mut self,
+        id: String,
+        previous: Option<Arc<Stored>>,
+        items: Vec<Value>,
+    ) -> bool {
+        if self.limits.count == 0 {
+            return false;
+        }
+        let chain_bytes = bytes_of(&items) + previous.as_ref().map_or(0, |p| p.chain_bytes);
+        if chain_bytes > self.limits.bytes {
+            return false;
+        }
+        while self
+            .order
+            .front()
+            .and_then(|id| self.responses.get(id))
+            .is_some_and(|s| s.created.elapsed() > self.limits.age)
+        {
+            self.evict_oldest();
+        }
+        while !self.order.is_empty()
+            && (self.order.len() >= self.limits.count
+                || self.bytes + chain_bytes > self.limits.bytes)
+        {
+            self.evict_oldest();
+        }
+        self.bytes += chain_bytes;
         self.order.push_back(id.clone());
-        self.conversations.insert(id, conversation);
+        self.responses.insert(
+            id,
+            Arc::new(Stored {
+                previous,
+                items,
+                chain_bytes,
+                created: Instant::now(),
+            }),
+        );
+        true
+    }
+
+    /// Responses held, and the bytes counted for them.
+    #[cfg(test)]
+    fn size(&self) -> (usize, usize) {
+        (self.responses.len(), self.bytes)
     }
 }
 
@@ -686,7 +831,7 @@ mod tests {
         assert_eq!(t.chat["tool_choice"], "required");
         assert_eq!(t.chat["response_format"]["json_schema"]["name"], "a");
         assert_eq!(t.chat["max_tokens"], 50);
-        assert_eq!(t.conversation.len(), 3);
+        assert_eq!(t.input.len(), 3);
     }
 
     #[test]
@@ -720,14 +865,26 @@ mod tests {
         }
     }
 
+    fn limits(count: usize, bytes: usize) -> StoreLimits {
+        StoreLimits {
+            count,
+            bytes,
+            age: Duration::from_secs(3600),
+        }
+    }
+
     #[test]
     fn the_store_keeps_the_most_recent_conversations() {
-        let mut store = Store::new(2);
+        let mut store = Store::new(limits(2, 1 << 20));
         for id in ["a", "b", "c"] {
-            store.insert(id.into(), vec![json!({"role": "user", "content": id})]);
+            store.insert(
+                id.into(),
+                None,
+                vec![json!({"role": "user", "content": id})],
+            );
         }
         assert!(store.get("a").is_none());
-        assert_eq!(store.get("c").unwrap()[0]["content"], "c");
+        assert_eq!(store.get("c").unwrap().conversation()[0]["content"], "c");
         let t = to_chat(
             &json!({"input": "next", "previous_response_id": "b"}),
             |id| store.get(id),
@@ -735,5 +892,40 @@ mod tests {
         .unwrap();
         assert_eq!(t.chat["messages"][0]["content"], "b");
         assert_eq!(t.chat["messages"][1]["content"], "next");
+    }
+
+    #[test]
+    fn a_chain_shares_its_turns_and_the_store_is_bounded_by_bytes_and_age() {
+        let turn = |i: usize| vec![json!({"role": "user", "content": "x".repeat(1000 + i)})];
+        let mut store = Store::new(limits(1000, 50_000));
+        let mut previous = None;
+        let mut stored = 0;
+        for i in 0..200 {
+            let id = format!("r{i}");
+            if !store.insert(id.clone(), previous.clone(), turn(i)) {
+                // The chain alone is over the limit: nothing more is stored.
+                break;
+            }
+            stored += 1;
+            previous = store.get(&id);
+        }
+        assert!((40..60).contains(&stored), "{stored}");
+        let (count, bytes) = store.size();
+        assert!(bytes <= 50_000, "{bytes}");
+        assert!(count < stored);
+        // The newest response still sees its whole conversation, oldest first, although
+        // the responses it continues have left the store.
+        let conversation = previous.unwrap().conversation();
+        assert_eq!(conversation.len(), stored);
+        assert_eq!(conversation[0]["content"].as_str().unwrap().len(), 1000);
+
+        let mut store = Store::new(StoreLimits {
+            count: 10,
+            bytes: 1 << 20,
+            age: Duration::ZERO,
+        });
+        store.insert("old".into(), None, turn(0));
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(store.get("old").is_none());
     }
 }

@@ -492,11 +492,24 @@ fn messages(body: &Map<String, Value>, seen: &mut Vec<String>) -> Result<Vec<Mes
             .get("tool_call_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        if role == Role::Tool && tool_call_id.is_none() {
-            return Err(InvalidRequest::new(
-                format!("{at}.tool_call_id"),
-                "a tool message needs `tool_call_id`",
-            ));
+        if role == Role::Tool {
+            let Some(id) = &tool_call_id else {
+                return Err(InvalidRequest::new(
+                    format!("{at}.tool_call_id"),
+                    "a tool message needs `tool_call_id`",
+                ));
+            };
+            // A result answers a call the conversation made: one that answers none would be
+            // text the model reads as a tool's word without any call behind it.
+            let answered = out
+                .iter()
+                .any(|m: &Message| m.tool_calls.iter().any(|c| &c.id == id));
+            if !answered {
+                return Err(InvalidRequest::new(
+                    format!("{at}.tool_call_id"),
+                    format!("`{id}` is not the id of a tool call made earlier in `messages`"),
+                ));
+            }
         }
         let mut message = Message::new(role, content).with_tool_calls(tool_calls);
         message.tool_call_id = tool_call_id;
@@ -611,10 +624,30 @@ fn common(body: &Map<String, Value>, mut seen: Vec<String>) -> Result<Common> {
         Some(v) => as_bool(v, "stream")?,
         None => false,
     };
-    let include_usage = take(body, "stream_options", &mut seen)
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let include_usage = match take(body, "stream_options", &mut seen) {
+        None => false,
+        Some(Value::Object(options)) => {
+            if let Some(key) = options
+                .keys()
+                .find(|k| !matches!(k.as_str(), "include_usage" | "include_obfuscation"))
+            {
+                return Err(InvalidRequest::unsupported(
+                    format!("stream_options.{key}"),
+                    format!("`stream_options.{key}` is not supported"),
+                ));
+            }
+            match options.get("include_usage").filter(|v| !v.is_null()) {
+                Some(v) => as_bool(v, "stream_options.include_usage")?,
+                None => false,
+            }
+        }
+        Some(_) => {
+            return Err(InvalidRequest::new(
+                "stream_options",
+                "`stream_options` must be an object",
+            ))
+        }
+    };
     let n = match take(body, "n", &mut seen) {
         Some(v) => as_u32(v, "n", 1, 8)?,
         None => 1,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use proviso_contract::{Contract, Verdict};
 use proviso_decode::{
     ChatTemplate, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
-    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, StopReason,
-    TokenId, Tokenizer,
+    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, Rendered, Segment,
+    StopReason, TokenId, Tokenizer,
 };
 use proviso_llama::{LlamaEngine, LlamaError, Model, RunOptions};
 use proviso_model::{FetchError, FetchEvent, DEFAULT_MODEL};
@@ -216,22 +216,63 @@ impl LocalModel {
     /// The prompt tokens for `messages`, rendered with the model's chat template (or, for a
     /// model without one, the messages' contents joined by blank lines).
     ///
+    /// Data never becomes control: only the template's own markup is tokenized with
+    /// special-token parsing; every string a message carries (content, tool calls, call ids)
+    /// is tokenized as text, so `<|im_start|>` written in a tool result stays text.
+    ///
     /// # Errors
     ///
-    /// [`LocalError::Llama`] if the template fails to render.
+    /// [`LocalError::Llama`] if the template fails to render, or if it transforms messages
+    /// so that their data cannot be traced while some message holds control-token text.
     pub fn prompt(&self, messages: &[Message]) -> Result<Vec<TokenId>, LocalError> {
-        let text = match &self.template {
-            Some(template) => template
-                .render(messages, true)
-                .map_err(|e| LocalError::Llama(LlamaError::Template(e)))?,
-            None => messages
+        let mut tokens: Vec<TokenId> = self.tokenizer.bos().into_iter().collect();
+        let template_error = |e| LocalError::Llama(LlamaError::Template(e));
+        let Some(template) = &self.template else {
+            let text = messages
                 .iter()
                 .map(|m| m.content.as_str())
                 .collect::<Vec<_>>()
-                .join("\n\n"),
+                .join("\n\n");
+            tokens.extend(self.tokenizer.tokenize(text.as_bytes(), false));
+            return Ok(tokens);
         };
-        let mut tokens: Vec<TokenId> = self.tokenizer.bos().into_iter().collect();
-        tokens.extend(self.tokenizer.tokenize(text.as_bytes(), true));
+        match template
+            .render_traced(messages, true)
+            .map_err(template_error)?
+        {
+            Rendered::Segments(segments) => {
+                for segment in segments {
+                    match segment {
+                        Segment::Markup(text) => {
+                            tokens.extend(self.tokenizer.tokenize(text.as_bytes(), true));
+                        }
+                        Segment::Data(text) => {
+                            tokens.extend(self.tokenizer.tokenize(text.as_bytes(), false));
+                        }
+                    }
+                }
+            }
+            Rendered::Untraced(text) => {
+                let holds_control =
+                    messages.iter().any(|m| {
+                        std::iter::once(m.content.as_str())
+                            .chain(m.tool_call_id.as_deref())
+                            .chain(m.tool_calls.iter().flat_map(|c| {
+                                [c.id.as_str(), c.name.as_str(), c.arguments.as_str()]
+                            }))
+                            .any(|s| {
+                                self.tokenizer.tokenize(s.as_bytes(), true)
+                                    != self.tokenizer.tokenize(s.as_bytes(), false)
+                            })
+                    });
+                if holds_control {
+                    return Err(template_error(proviso_decode::TemplateError(
+                        "the chat template transforms message text, so its data cannot be kept apart from its markup, and a message holds control-token text".into(),
+                    )));
+                }
+                tokens.extend(self.tokenizer.tokenize(text.as_bytes(), true));
+            }
+        }
         Ok(tokens)
     }
 }

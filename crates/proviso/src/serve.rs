@@ -344,6 +344,7 @@ impl Backend for LocalBackend {
                 ));
             }
             let format = self.config.call_format;
+            let requested_choice = choice.clone();
             let two_phase = self.config.two_phase_auto && choice == ToolChoice::Auto;
             let options = GrammarOptions::default()
                 .choice(choice)
@@ -401,6 +402,8 @@ impl Backend for LocalBackend {
                     gate: Box::new(gate),
                     native: false,
                     answer,
+                    choice: requested_choice,
+                    parallel: request.parallel_tool_calls,
                 },
                 Some(text),
                 call_start,
@@ -636,6 +639,9 @@ struct Streamer<'a> {
 
 impl Streamer<'_> {
     fn push(&mut self, bytes: &[u8]) -> bool {
+        if !self.sent_any && self.pending.is_empty() {
+            self.sink.started();
+        }
         if !self.stream {
             return !self.sink.cancelled();
         }
@@ -847,6 +853,9 @@ fn run_error(e: &GenerateError) -> RunError {
     match e {
         GenerateError::Engine(EngineError::Exhausted(message)) => {
             RunError::Overloaded(message.clone())
+        }
+        GenerateError::Constraint(message) => {
+            RunError::ConstraintFailed(message.lines().next().unwrap_or(message).to_owned())
         }
         other => RunError::Internal(other.to_string()),
     }

@@ -79,6 +79,15 @@ impl Worker for Echo {
 
     fn run(&mut self, job: EchoJob, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError> {
         self.seen.lock().unwrap().push(job.text.clone());
+        // Hooks for the hardening tests: no memory for the request before its first token,
+        // and a worker that stops noticing cancellation for a while.
+        if job.text.starts_with("overloaded") {
+            return Err(RunError::Overloaded("no KV cells left".into()));
+        }
+        if job.text.starts_with("stuck") {
+            sink.started();
+            std::thread::sleep(Duration::from_secs(4));
+        }
         let mut choices = Vec::new();
         for index in 0..job.n {
             let base = ChoiceResult {
