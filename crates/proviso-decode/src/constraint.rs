@@ -53,6 +53,9 @@ pub struct CompileOptions {
     pub max_choices: usize,
     /// Most bytes of a Lark grammar, a regular expression or a choice list (all strings).
     pub max_grammar_bytes: usize,
+    /// Most rules and terminals in a Lark grammar. llguidance's compiler recurses along
+    /// chains of rules: 20,000 chained rules (270 KB) overflow a 64 MiB stack.
+    pub max_lark_rules: usize,
 }
 
 impl CompileOptions {
@@ -91,6 +94,13 @@ impl CompileOptions {
         self
     }
 
+    /// Sets [`CompileOptions::max_lark_rules`].
+    #[must_use]
+    pub fn max_lark_rules(mut self, max_lark_rules: usize) -> Self {
+        self.max_lark_rules = max_lark_rules;
+        self
+    }
+
     /// Sets [`CompileOptions::schema_limits`].
     #[must_use]
     pub fn schema_limits(mut self, schema_limits: proviso_json::refs::SchemaLimits) -> Self {
@@ -117,6 +127,9 @@ impl Default for CompileOptions {
             // 4,096 strings compile in well under a second; 100,000 took half a minute.
             max_choices: 4_096,
             max_grammar_bytes: 512 * 1024,
+            // A chain of 5,000 rules compiles in 0.4 s on a few MiB of stack; real grammars
+            // have a few hundred rules at most.
+            max_lark_rules: 2_000,
         }
     }
 }
@@ -406,7 +419,18 @@ fn check_size(spec: &ConstraintSpec, options: &CompileOptions) -> Result<(), Con
     let too_large = |what, max, found| ConstraintError::TooLarge { what, max, found };
     let bytes = match spec {
         ConstraintSpec::JsonSchema(_) => return Ok(()),
-        ConstraintSpec::Lark(text) | ConstraintSpec::Regex(text) => text.len(),
+        ConstraintSpec::Lark(text) => {
+            let rules = text.lines().filter(|line| defines_rule(line)).count();
+            if rules > options.max_lark_rules {
+                return Err(too_large(
+                    "the grammar's rules and terminals",
+                    options.max_lark_rules,
+                    rules,
+                ));
+            }
+            text.len()
+        }
+        ConstraintSpec::Regex(text) => text.len(),
         ConstraintSpec::Choice(choices) => {
             if choices.len() > options.max_choices {
                 return Err(too_large(
@@ -426,6 +450,28 @@ fn check_size(spec: &ConstraintSpec, options: &CompileOptions) -> Result<(), Con
         ));
     }
     Ok(())
+}
+
+/// Whether a Lark line starts a rule or terminal definition (`name:`, `?name:`, `!name:`,
+/// `NAME.2:`), as opposed to an alternative (`| ...`), a directive or a comment.
+fn defines_rule(line: &str) -> bool {
+    let line = line.trim_start();
+    let line = line.strip_prefix(['?', '!']).unwrap_or(line);
+    let name_end = line
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(line.len());
+    if name_end == 0 || line.starts_with(|c: char| c.is_ascii_digit()) {
+        return false;
+    }
+    let rest = line[name_end..].trim_start();
+    // A priority (`.2`, `.-1`) may stand between the name and the colon.
+    let rest = match rest.strip_prefix('.') {
+        Some(priority) => priority
+            .trim_start_matches(|c: char| c == '-' || c.is_ascii_digit())
+            .trim_start(),
+        None => rest,
+    };
+    rest.starts_with(':')
 }
 
 /// The schemas a Lark grammar embeds with `%json { ... }`, parsed (serde_json's own depth
@@ -545,6 +591,36 @@ mod tests {
             Err(ConstraintError::TooLarge { .. })
         ));
         assert!(check_size(&ConstraintSpec::Regex("a+".into()), &options).is_ok());
+        let mut chained = String::from("start: r0\n");
+        for i in 0..2_500 {
+            chained.push_str(&format!("r{i}: r{} | \"b\"\n", i + 1));
+        }
+        assert!(matches!(
+            check_size(&ConstraintSpec::Lark(chained), &options),
+            Err(ConstraintError::TooLarge { found: 2_501, .. })
+        ));
+    }
+
+    #[test]
+    fn rule_definitions_are_told_from_other_lines() {
+        for line in [
+            "start: a",
+            "?expr: a | b",
+            "!kw : \"x\"",
+            "NUMBER.2: /[0-9]+/",
+            "  item.-1: x",
+        ] {
+            assert!(defines_rule(line), "{line}");
+        }
+        for line in [
+            "    | b",
+            "%import common.WS",
+            "// a: comment",
+            "%json {\"a\": 1}",
+            "",
+        ] {
+            assert!(!defines_rule(line), "{line}");
+        }
     }
 
     #[test]

@@ -959,7 +959,7 @@ async fn responses_route<B: Backend>(
             let chain = translated.previous.as_ref().map_or(0, |p| p.chain_bytes())
                 + responses::bytes_of(&translated.input);
             if translated.store && chain > limits.bytes {
-                return Err(invalid(InvalidRequest::new(
+                return Err(invalid(InvalidRequest::unsupported(
                     "previous_response_id",
                     format!(
                         "the conversation has {chain} bytes, more than the {} the response store keeps; send it with `store: false`",
