@@ -712,7 +712,7 @@ impl Worker for GatewayWorker {
                 };
                 let ended = job
                     .judge
-                    .envelope(&response, &mut |i| format!("call_{index}_{i}"));
+                    .envelope(&response, &mut |_| proviso_server::call_id());
                 let (fragment, finish_reason) = match ended {
                     Ok(Ended::Complete(judged)) => {
                         let choice = judge::choice(base, judged);

@@ -150,6 +150,24 @@ impl FinishReason {
     }
 }
 
+/// A new tool-call id: `call_` and a suffix unique over the server's lifetime (a counter)
+/// and across restarts (the clock), so that a client that keeps every call of a long
+/// conversation (openai-agents drops input items whose `call_id` it has seen) never sees
+/// one twice.
+#[must_use]
+pub fn call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "call_{:012x}{:06x}",
+        nanos & 0xffff_ffff_ffff,
+        NEXT.fetch_add(1, Ordering::Relaxed) & 0xff_ffff
+    )
+}
+
 /// An accepted tool call, ready for the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallOut {

@@ -22,8 +22,8 @@ pub mod wire;
 
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
-    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, SamplingParams, Sink, Timings, TokenLogprobOut, ToolCallOut,
-    ToolChoiceRequest, UpstreamFault, Worker,
+    call_id, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
+    PromptInput, RejectedRequest, RunError, SamplingParams, Sink, Timings, TokenLogprobOut,
+    ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker,
 };
 pub use metrics::Metrics;

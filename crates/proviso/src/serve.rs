@@ -593,7 +593,10 @@ impl LocalWorker {
         ) {
             return None;
         }
-        let Ok(Judged::Calls(out)) = job.check.local(&longer.text(), &mut |_| call_id()) else {
+        let Ok(Judged::Calls(out)) = job
+            .check
+            .local(&longer.text(), &mut |_| proviso_server::call_id())
+        else {
             return None;
         };
         let extended: Vec<(String, Value)> = out
@@ -610,19 +613,6 @@ impl LocalWorker {
         }
         Some((out, tokens))
     }
-}
-
-static CALL_IDS: AtomicU64 = AtomicU64::new(1);
-
-fn call_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "call_{:08x}{:06x}",
-        nanos,
-        CALL_IDS.fetch_add(1, Ordering::Relaxed) & 0xff_ffff
-    )
 }
 
 /// Streams text as it is generated, holding back what may start a call, and splitting only
@@ -792,7 +782,7 @@ impl Worker for LocalWorker {
                 }
                 let verdict = job
                     .check
-                    .local(&text, &mut |_| call_id())
+                    .local(&text, &mut |_| proviso_server::call_id())
                     .map(|judged| judge::choice(base, judged));
                 let mut verdict = verdict;
                 if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
