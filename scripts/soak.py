@@ -143,7 +143,7 @@ def responses_chain(port, links=5):
     previous = None
     status = 0
     for _ in range(links):
-        body = {"input": [{"role": "user", "content": "Lighthouses guide ships. " * 200}], "max_output_tokens": 1}
+        body = {"input": [{"role": "user", "content": "Lighthouses guide ships. " * 20}], "max_output_tokens": 1}
         if previous:
             body["previous_response_id"] = previous
         raw_body = json.dumps(body).encode()
@@ -236,7 +236,9 @@ def main():
     args = ap.parse_args()
     random.seed(args.seed)
 
-    command = [args.binary, "serve", "--port", str(args.port), "--queue", "32"]
+    # Short header and body timeouts, so that the slow clients do not take most of the run.
+    command = [args.binary, "serve", "--port", str(args.port), "--queue", "32",
+               "--header-timeout", "3", "--body-timeout", "3"]
     if args.threads:
         command += ["--threads", str(args.threads)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -251,22 +253,32 @@ def main():
     rss_before = rss_mib(server.pid)
 
     kinds = ([("valid_chat", valid_chat)] * 6 + [("valid_tool", valid_tool)] * 4 + [("valid_stream", valid_stream)] * 3
-             + [("injected_tool_result", injected_tool_result)] * 2 + [("responses_chain", responses_chain)] * 2
+             + [("injected_tool_result", injected_tool_result)] * 2 + [("responses_chain", responses_chain)]
              + list(HOSTILE.items()) + [("slow_header", slow_header), ("slow_body", slow_body), ("half_close", half_close)]
              + [("disconnect", disconnect)] * 2)
     results = Counter()
     errors = Counter()
+    took = {name: [] for name, _ in kinds}
     lock = threading.Lock()
     stop_at = time.time() + args.duration
     peak = [rss_before]
 
-    def client():
+    def client(offset):
+        # Each client walks the whole mix in its own shuffled order, so every kind is sent
+        # even in a short run.
+        order = kinds[:]
+        random.Random(args.seed + offset).shuffle(order)
+        turn = 0
         while time.time() < stop_at:
-            name, fn = random.choice(kinds)
+            name, fn = order[turn % len(order)]
+            turn += 1
+            began = time.time()
             try:
                 outcome = fn(args.port)
             except Exception as e:  # a refused or reset connection is itself an outcome
                 outcome = type(e).__name__
+            with lock:
+                took[name].append(time.time() - began)
             if isinstance(outcome, str) and outcome.startswith("closed after"):
                 outcome = "closed"
             with lock:
@@ -285,7 +297,7 @@ def main():
             peak[0] = max(peak[0], rss_mib(server.pid))
             time.sleep(0.5)
 
-    threads = [threading.Thread(target=client) for _ in range(args.clients)] + [threading.Thread(target=prober)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)] + [threading.Thread(target=prober)]
     for t in threads:
         t.start()
     for t in threads:
@@ -322,9 +334,10 @@ def main():
         p50 = statistics.median(latencies) * 1000
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
         print(f"- /health: {len(health)} probes, {failed_probes} failed, p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
-    print("\n| kind | outcome | count |\n|---|---|---|")
+    print("\n| kind | outcome | count | median time |\n|---|---|---|---|")
     for (name, outcome), n in sorted(results.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-        print(f"| {name} | {outcome} | {n} |")
+        median = statistics.median(took[name]) if took[name] else 0.0
+        print(f"| {name} | {outcome} | {n} | {median:.2f} s |")
     print("\n| outcome | count |\n|---|---|")
     for outcome, n in sorted(by_status.items(), key=lambda kv: str(kv[0])):
         print(f"| {outcome} | {n} |")

@@ -97,8 +97,11 @@ pub(crate) struct ServeArgs {
     /// Seconds a stored response is kept.
     #[arg(long, default_value_t = 3600, value_name = "SECONDS")]
     responses_age: u64,
-    /// Threads llama.cpp runs each forward pass on (default: see `default_threads`;
-    /// `$PROVISO_THREADS` also sets it).
+    /// Threads llama.cpp runs each forward pass on (default: `$PROVISO_THREADS`, else 1).
+    /// More threads are faster on a machine the server has to itself (2 threads: 0.18 s
+    /// against 0.22 s for a 32-token chat on two cores), and many times slower when other
+    /// processes keep the cores busy (3.1 s against 0.36 s), because llama.cpp's threads
+    /// wait for each other at every step; see BENCHMARKS.md.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Require `Authorization: Bearer <KEY>` on every /v1 route (and on /metrics when it
@@ -194,8 +197,12 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     }
     let threads = args
         .threads
-        .and_then(|t| i32::try_from(t.max(1)).ok())
-        .unwrap_or_else(|| RunOptions::default().n_threads);
+        .or_else(|| {
+            std::env::var("PROVISO_THREADS")
+                .ok()
+                .and_then(|t| t.parse::<usize>().ok())
+        })
+        .map_or(1, |t| i32::try_from(t.max(1)).unwrap_or(1));
     // One request has a context of its own; several are the slots of one batched context,
     // whose forward passes use every thread.
     if args.kv_budget.is_some() && parallel == 1 {
