@@ -1287,6 +1287,18 @@ fn the_responses_store_is_bounded_and_inputs_are_checked() {
         body["error"]["param"], "stream_options.include_usage",
         "{body}"
     );
+    // A malformed `pattern` is malformed data wherever the schema is: 422 in a response
+    // format as in a tool's parameters.
+    let bad = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}});
+    let (status, body) = server.post(&with_schema(&bad), "application/json");
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = server.post(
+        &json!({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+            "function": {"name": "f", "parameters": bad}}]})
+        .to_string(),
+        "application/json",
+    );
+    assert_eq!(status, 422, "{body}");
 }
 
 /// A scripted upstream that misbehaves at the transport level, for the gateway's fault
