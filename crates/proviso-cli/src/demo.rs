@@ -74,6 +74,80 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         DemoKind::Travel => CallFormat::Envelope,
     });
     let agent = proviso_demo::agent(kind, format)?;
+    let common = Common {
+        trace: args.trace.clone(),
+        model: args.model.clone(),
+        temperature: args.temperature,
+        seed: args.seed,
+        json: args.json,
+    };
+    execute(&agent, &question, kind.name(), format, &common)
+}
+
+/// `proviso agent --docs DIR QUESTION`: the documents agent over your own files.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AgentArgs {
+    /// The question.
+    question: String,
+    /// A directory of .txt, .md and .jsonl files (with an optional manifest.json giving
+    /// versions) to answer from.
+    #[arg(long, value_name = "DIR")]
+    docs: PathBuf,
+    /// Write the run as JSON Lines (raw outputs and parsed intents as separate records).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// A GGUF model; the default model is fetched on first use.
+    #[arg(long, value_name = "M.gguf")]
+    model: Option<PathBuf>,
+    /// Sampling temperature; 0 (the default) is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the run's end as one JSON object instead of the readable log.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
+    let base = proviso_demo::docs::DocsBase::load(&args.docs)
+        .with_context(|| format!("reading the documents in {}", args.docs.display()))?;
+    let agent = proviso_demo::docs_agent(std::sync::Arc::new(base))?;
+    let common = Common {
+        trace: args.trace.clone(),
+        model: args.model.clone(),
+        temperature: args.temperature,
+        seed: args.seed,
+        json: args.json,
+    };
+    execute(
+        &agent,
+        &args.question,
+        "docs",
+        CallFormat::Envelope,
+        &common,
+    )
+}
+
+/// What a run needs besides its agent and question.
+struct Common {
+    trace: Option<PathBuf>,
+    model: Option<PathBuf>,
+    temperature: f32,
+    seed: u64,
+    json: bool,
+}
+
+/// Runs `agent` on the local model, printing each step (or, with `json`, the end as one
+/// JSON line) and writing the trace when asked.
+fn execute(
+    agent: &proviso::harness::Agent,
+    question: &str,
+    name: &str,
+    format: CallFormat,
+    args: &Common,
+) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {
@@ -98,7 +172,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         quiet: args.json,
         header: format!(
             "proviso demo · agent: {} · format: {} · model: {model} (in-process, {})",
-            kind.name(),
+            name,
             format,
             if args.temperature > 0.0 {
                 "sampled"
@@ -113,13 +187,13 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
                 File::create(path).with_context(|| format!("creating {}", path.display()))?;
             let mut trace =
                 JsonlTrace::new(BufWriter::new(file), format!("demo-{}", std::process::id()));
-            let report = agent.run(&mut proposer, &question, &mut (&mut printer, &mut trace));
+            let report = agent.run(&mut proposer, question, &mut (&mut printer, &mut trace));
             trace
                 .finish()
                 .with_context(|| format!("writing {}", path.display()))?;
             report
         }
-        None => agent.run(&mut proposer, &question, &mut printer),
+        None => agent.run(&mut proposer, question, &mut printer),
     };
     if args.json {
         let mut stdout = std::io::stdout().lock();

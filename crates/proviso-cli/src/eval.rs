@@ -13,6 +13,28 @@ use proviso_eval::when2call;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum EvalCommand {
+    /// A question bank (`corpora/bank.json`, or your own with `--docs`) through the agents
+    /// users run, greedy, scored right, wrong, no fact or abstained, with retrieval
+    /// recall@5; per question kind.
+    Questions {
+        /// The bank: `{"questions": [{"question", "facts", "forbidden", "answerable",
+        /// "kind", "split", "corpus"?}]}`.
+        #[arg(long, default_value = "corpora/bank.json")]
+        bank: PathBuf,
+        /// Answer from this document directory with the documents agent (otherwise each
+        /// question's `corpus` picks a bundled agent).
+        #[arg(long, value_name = "DIR")]
+        docs: Option<PathBuf>,
+        /// dev, test or all.
+        #[arg(long, default_value = "all")]
+        split: String,
+        /// Only the first N questions.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Write one JSON line per question here.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
         /// simple_python, multiple, parallel, irrelevance, or all.
@@ -90,6 +112,16 @@ fn progress(label: String) -> impl FnMut(usize, usize) {
 
 pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
     match command {
+        EvalCommand::Questions {
+            bank,
+            docs,
+            split,
+            limit,
+            out,
+        } => {
+            crate::questions::run(bank, docs.as_deref(), split, *limit, out.as_ref())?;
+            Ok(ExitCode::SUCCESS)
+        }
         EvalCommand::Bfcl {
             category,
             data,

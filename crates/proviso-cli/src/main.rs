@@ -16,6 +16,7 @@ mod eval;
 mod generate;
 mod grammar;
 mod model;
+mod questions;
 mod serve;
 
 #[derive(Debug, Parser)]
@@ -45,6 +46,10 @@ enum Command {
     /// abort, an exhausted budget, too many rejected steps; the log says which); 1 when the
     /// model failed for a technical reason; 2 for setup errors.
     Demo(demo::DemoArgs),
+    /// Answer a question from your own documents (a directory of .txt, .md and .jsonl files,
+    /// with an optional manifest.json giving versions), with cited lines checked by the
+    /// evidence gate.
+    Agent(demo::AgentArgs),
     /// Serve the OpenAI chat-completions API on the local model, with grammar-enforced tool
     /// calls and structured outputs.
     Serve(serve::ServeArgs),
@@ -201,6 +206,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Agent(args) => demo::run_docs(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Grammar(args) => grammar::run(&args),
         Command::Eval(command) => eval::run(&command),

@@ -1,0 +1,276 @@
+//! `proviso eval questions`: a question bank run through the agents users run (the bundled
+//! ones, or the documents agent over `--docs DIR`), greedy, on the local model, scored
+//! against each question's expected and forbidden facts.
+//!
+//! An end is `right` (an accepted answer stating an expected fact and no forbidden one; for
+//! a question the documents cannot answer, any end but an accepted answer), `wrong` (an
+//! accepted answer stating a forbidden fact, or any accepted answer to a question the
+//! documents cannot answer), `no_fact` (accepted, stating neither) or `abstained` (no
+//! accepted answer: a typed end such as an exhausted budget). Retrieval is measured apart
+//! from the model: recall@5 is whether the index's five best lines for the question's own
+//! words include one that states an expected fact.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use proviso::decode::{CompileOptions, Sampling};
+use proviso::harness::{Agent, RunEnd};
+use proviso::llama::RunOptions;
+use proviso::tools::CallFormat;
+use proviso::{LocalModel, LocalProposer};
+use proviso_demo::docs::DocsBase;
+use proviso_demo::{travel::PolicyBase, trials::TrialCorpus, DemoKind};
+use serde_json::{json, Value};
+
+/// How one question ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Right,
+    Wrong,
+    NoFact,
+    Abstained,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Right => "right",
+            Self::Wrong => "wrong",
+            Self::NoFact => "no_fact",
+            Self::Abstained => "abstained",
+        }
+    }
+}
+
+fn strings(case: &Value, key: &str) -> Vec<String> {
+    case[key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_lowercase)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Scores an end against a question.
+fn score(case: &Value, end: &RunEnd) -> (Outcome, String) {
+    let answerable = case["answerable"].as_bool().unwrap_or(true);
+    let RunEnd::FinalAnswer { answer } = end else {
+        let outcome = if answerable {
+            Outcome::Abstained
+        } else {
+            Outcome::Right
+        };
+        return (outcome, String::new());
+    };
+    let text = answer["answer"]
+        .as_str()
+        .map_or_else(|| answer.to_string(), str::to_owned);
+    let lower = text.to_lowercase();
+    let forbidden = strings(case, "forbidden");
+    if !answerable || forbidden.iter().any(|f| lower.contains(f.as_str())) {
+        return (Outcome::Wrong, text);
+    }
+    if strings(case, "facts")
+        .iter()
+        .any(|f| lower.contains(f.as_str()))
+    {
+        (Outcome::Right, text)
+    } else {
+        (Outcome::NoFact, text)
+    }
+}
+
+/// The corpora a bank's questions are about, loaded once.
+struct Corpora {
+    docs: Option<Arc<DocsBase>>,
+    trials: Arc<TrialCorpus>,
+    travel: Arc<PolicyBase>,
+}
+
+impl Corpora {
+    fn agent(&self, case: &Value) -> Result<Agent> {
+        Ok(match &self.docs {
+            Some(base) => proviso_demo::docs_agent(base.clone())?,
+            None => match case["corpus"].as_str() {
+                Some("travel") => proviso_demo::agent(DemoKind::Travel, CallFormat::Envelope)?,
+                _ => proviso_demo::agent(DemoKind::Trials, CallFormat::Hermes)?,
+            },
+        })
+    }
+
+    /// The texts of the five best lines for the question's own words.
+    fn top_lines(&self, case: &Value) -> Vec<String> {
+        let question = case["question"].as_str().unwrap_or_default();
+        let results = match &self.docs {
+            Some(base) => base.search(question, 5),
+            None => match case["corpus"].as_str() {
+                Some("travel") => self.travel.search(question, 5),
+                _ => self.trials.search(question, 5),
+            },
+        };
+        results["results"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .map(|hit| {
+                        hit.get("text").or_else(|| hit.get("line")).map_or_else(
+                            || hit.to_string(),
+                            |t| t.as_str().map_or_else(|| t.to_string(), str::to_owned),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+pub(crate) fn run(
+    bank: &Path,
+    docs: Option<&Path>,
+    split: &str,
+    limit: Option<usize>,
+    out: Option<&PathBuf>,
+) -> Result<()> {
+    let text =
+        std::fs::read_to_string(bank).with_context(|| format!("reading {}", bank.display()))?;
+    let document: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", bank.display()))?;
+    let Some(all) = document["questions"].as_array() else {
+        bail!("{} has no `questions` array", bank.display());
+    };
+    let cases: Vec<&Value> = all
+        .iter()
+        .filter(|c| split == "all" || c["split"].as_str().unwrap_or("test") == split)
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
+    let corpora = Corpora {
+        docs: match docs {
+            Some(dir) => Some(Arc::new(
+                DocsBase::load(dir).with_context(|| format!("reading {}", dir.display()))?,
+            )),
+            None => None,
+        },
+        trials: Arc::new(TrialCorpus::bundled()),
+        travel: Arc::new(PolicyBase::bundled()?),
+    };
+    let local = LocalModel::open(None, &mut crate::model::report_progress)?;
+    let mut lines = Vec::new();
+    let mut rows: Vec<(String, Outcome, f64, bool, bool)> = Vec::new();
+    for case in &cases {
+        let question = case["question"].as_str().unwrap_or_default();
+        let facts = strings(case, "facts");
+        let answerable = case["answerable"].as_bool().unwrap_or(true);
+        let recalled = !answerable
+            || corpora.top_lines(case).iter().any(|line| {
+                facts
+                    .iter()
+                    .any(|f| line.to_lowercase().contains(f.as_str()))
+            });
+        let agent = corpora.agent(case)?;
+        let engine = local.engine(RunOptions::default())?;
+        let mut proposer = LocalProposer::new(
+            &local,
+            engine,
+            Sampling::greedy(),
+            CompileOptions::default(),
+        );
+        let started = Instant::now();
+        let report = agent.run(&mut proposer, question, &mut ());
+        let seconds = started.elapsed().as_secs_f64();
+        let (outcome, text) = score(case, &report.end);
+        let kind = case["kind"].as_str().unwrap_or("other").to_owned();
+        eprintln!(
+            "{:>9}  {seconds:5.1} s  {question}\n           → {text}",
+            outcome.name()
+        );
+        lines.push(
+            json!({"id": case["id"], "question": question, "kind": kind, "outcome": outcome.name(),
+            "answer": text, "seconds": seconds, "recall_at_5": recalled, "end": report.end}),
+        );
+        rows.push((kind, outcome, seconds, recalled, answerable));
+    }
+    if let Some(path) = out {
+        let mut file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        for line in &lines {
+            writeln!(file, "{line}")?;
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", summary(bank, split, &rows))?;
+    Ok(())
+}
+
+/// The Markdown summary: outcomes per kind and in all, median time, recall@5.
+fn summary(bank: &Path, split: &str, rows: &[(String, Outcome, f64, bool, bool)]) -> String {
+    let mut kinds: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut text = format!(
+        "{} · split {split} · {} questions\n\n| kind | questions | right | wrong | no fact | abstained |\n|---|---|---|---|---|---|\n",
+        bank.display(),
+        rows.len()
+    );
+    let line = |name: &str, subset: Vec<&(String, Outcome, f64, bool, bool)>| {
+        let count = |o: Outcome| subset.iter().filter(|r| r.1 == o).count();
+        format!(
+            "| {name} | {} | {} | {} | {} | {} |\n",
+            subset.len(),
+            count(Outcome::Right),
+            count(Outcome::Wrong),
+            count(Outcome::NoFact),
+            count(Outcome::Abstained)
+        )
+    };
+    for kind in &kinds {
+        text.push_str(&line(kind, rows.iter().filter(|r| r.0 == *kind).collect()));
+    }
+    text.push_str(&line("**all**", rows.iter().collect()));
+    let mut times: Vec<f64> = rows.iter().map(|r| r.2).collect();
+    times.sort_by(f64::total_cmp);
+    let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+    let answerable: Vec<_> = rows.iter().filter(|r| r.4).collect();
+    let recalled = answerable.iter().filter(|r| r.3).count();
+    let right = rows.iter().filter(|r| r.1 == Outcome::Right).count();
+    text.push_str(&format!(
+        "\nright {right} of {} ({:.0}%) · median {median:.1} s per question · retrieval recall@5 (the question's own words) {recalled} of {} ({:.0}%)\n",
+        rows.len(),
+        100.0 * right as f64 / rows.len().max(1) as f64,
+        answerable.len(),
+        100.0 * recalled as f64 / answerable.len().max(1) as f64
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_are_scored_against_facts_and_forbidden_facts() {
+        let case = json!({"facts": ["750 yuan"], "forbidden": ["600"], "answerable": true});
+        let answer = |text: &str| RunEnd::FinalAnswer {
+            answer: json!({"answer": text, "citations": []}),
+        };
+        assert_eq!(
+            score(&case, &answer("The limit is 750 yuan.")).0,
+            Outcome::Right
+        );
+        assert_eq!(
+            score(&case, &answer("It was 600, now 750 yuan.")).0,
+            Outcome::Wrong
+        );
+        assert_eq!(
+            score(&case, &answer("Fictional Beijing lodging policy.")).0,
+            Outcome::NoFact
+        );
+        let unanswerable = json!({"facts": [], "forbidden": [], "answerable": false});
+        assert_eq!(score(&unanswerable, &answer("Anything.")).0, Outcome::Wrong);
+    }
+}

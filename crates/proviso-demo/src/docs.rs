@@ -1,0 +1,621 @@
+//! Your own documents: a directory of plain text, Markdown and JSON Lines files becomes a
+//! versioned source store of citable lines (one sentence or list item per line, each with
+//! its source id, version and line number), behind the same BM25 index, tools and evidence
+//! gate as the bundled travel agent.
+//!
+//! An optional `manifest.json` in the directory gives versions:
+//! `{"sources": [{"source_id", "version", "file", "in_force", "effective"?, "until"?}]}`.
+//! A file without an entry is its own source (its path without the extension), version
+//! `v1`, in force.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proviso_contract::{Contract, ContractError, IntentClass, SourceDocument, SourceStore};
+use proviso_harness::{ToolFailure, Toolbox};
+use proviso_tools::{ToolError, ToolSpec};
+use serde_json::{json, Value};
+
+use crate::index::TextIndex;
+
+/// Why a document directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DocsError {
+    /// A file or the directory cannot be read.
+    #[error("reading {path}: {message}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The reason.
+        message: String,
+    },
+    /// `manifest.json` is malformed or names a file that is not there.
+    #[error("{path}: {message}")]
+    Manifest {
+        /// The manifest's path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// No file holds any citable line.
+    #[error("{0} holds no .txt, .md or .jsonl file with text")]
+    Empty(PathBuf),
+    /// The sources conflict (two versions in force, a version listed twice).
+    #[error(transparent)]
+    Sources(#[from] ContractError),
+}
+
+/// One version of one source, as the manifest declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceInfo {
+    /// The source's id.
+    pub source_id: String,
+    /// The version's label.
+    pub version: String,
+    /// Whether this version is the one in force.
+    pub in_force: bool,
+    /// From when it applies, if the manifest says.
+    pub effective: Option<String>,
+    /// Until when it applied, if the manifest says.
+    pub until: Option<String>,
+    /// The file, relative to the directory.
+    pub file: String,
+}
+
+/// One citable line.
+#[derive(Debug, Clone)]
+struct Line {
+    source: usize,
+    number: usize,
+    text: String,
+}
+
+/// A document directory, read into citable lines and indexed.
+#[derive(Debug)]
+pub struct DocsBase {
+    sources: Vec<SourceInfo>,
+    store: Arc<SourceStore>,
+    lines: Vec<Line>,
+    index: TextIndex,
+}
+
+/// The extensions read, and how.
+fn kind_of(path: &Path) -> Option<&'static str> {
+    match path.extension()?.to_str()? {
+        "txt" | "text" => Some("txt"),
+        "md" | "markdown" => Some("md"),
+        "jsonl" => Some("jsonl"),
+        _ => None,
+    }
+}
+
+impl DocsBase {
+    /// Reads every `.txt`, `.md` and `.jsonl` file under `dir` (recursively; hidden entries
+    /// are skipped) with the versions of `dir/manifest.json`, if there is one.
+    ///
+    /// # Errors
+    ///
+    /// [`DocsError`] naming the file or manifest entry at fault.
+    pub fn load(dir: &Path) -> Result<Self, DocsError> {
+        let read_err = |path: &Path, e: std::io::Error| DocsError::Read {
+            path: path.to_owned(),
+            message: e.to_string(),
+        };
+        let mut files = Vec::new();
+        let mut pending = vec![dir.to_owned()];
+        while let Some(folder) = pending.pop() {
+            let entries = std::fs::read_dir(&folder).map_err(|e| read_err(&folder, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| read_err(&folder, e))?;
+                let path = entry.path();
+                if entry.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                if path.is_dir() {
+                    pending.push(path);
+                } else if kind_of(&path).is_some() {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        let relative = |path: &Path| {
+            path.strip_prefix(dir)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .replace('\\', "/")
+        };
+        let manifest_path = dir.join("manifest.json");
+        let mut declared: BTreeMap<String, SourceInfo> = BTreeMap::new();
+        if manifest_path.exists() {
+            let text =
+                std::fs::read_to_string(&manifest_path).map_err(|e| read_err(&manifest_path, e))?;
+            for info in read_manifest(&text).map_err(|message| DocsError::Manifest {
+                path: manifest_path.clone(),
+                message,
+            })? {
+                if !dir.join(&info.file).is_file() {
+                    return Err(DocsError::Manifest {
+                        path: manifest_path.clone(),
+                        message: format!("`{}` is not a file in {}", info.file, dir.display()),
+                    });
+                }
+                declared.insert(info.file.clone(), info);
+            }
+        }
+        let mut sources = Vec::new();
+        let mut store = SourceStore::new();
+        let mut lines = Vec::new();
+        for path in &files {
+            let file = relative(path);
+            let info = declared.remove(&file).unwrap_or_else(|| SourceInfo {
+                source_id: file
+                    .rsplit_once('.')
+                    .map_or(file.as_str(), |(stem, _)| stem)
+                    .to_owned(),
+                version: "v1".into(),
+                in_force: true,
+                effective: None,
+                until: None,
+                file: file.clone(),
+            });
+            let text = std::fs::read_to_string(path).map_err(|e| read_err(path, e))?;
+            let units = match kind_of(path) {
+                Some("jsonl") => jsonl_units(&text),
+                Some("md") => text_units(&text, true),
+                _ => text_units(&text, false),
+            };
+            if units.is_empty() {
+                continue;
+            }
+            store.insert(SourceDocument::new(
+                &info.source_id,
+                &info.version,
+                info.in_force,
+                &units.join("\n"),
+            ))?;
+            let source = sources.len();
+            lines.extend(units.into_iter().enumerate().map(|(i, text)| Line {
+                source,
+                number: i + 1,
+                text,
+            }));
+            sources.push(info);
+        }
+        if let Some(missing) = declared.keys().next() {
+            return Err(DocsError::Manifest {
+                path: manifest_path,
+                message: format!("`{missing}` is not a .txt, .md or .jsonl file"),
+            });
+        }
+        if lines.is_empty() {
+            return Err(DocsError::Empty(dir.to_owned()));
+        }
+        let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+        Ok(Self {
+            sources,
+            store: Arc::new(store),
+            index: TextIndex::new(&texts),
+            lines,
+        })
+    }
+
+    /// The versions read, one per file.
+    #[must_use]
+    pub fn sources(&self) -> &[SourceInfo] {
+        &self.sources
+    }
+
+    /// How many citable lines there are.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether there are none (never, for a loaded base).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The source store the evidence gate checks against.
+    #[must_use]
+    pub fn store(&self) -> &Arc<SourceStore> {
+        &self.store
+    }
+
+    /// The best `limit` lines for `query`, each with its source, version, whether that
+    /// version is in force, and its line number.
+    #[must_use]
+    pub fn search(&self, query: &str, limit: usize) -> Value {
+        let hits: Vec<Value> = self
+            .index
+            .search(query, limit)
+            .into_iter()
+            .map(|h| {
+                let line = &self.lines[h.index];
+                let info = &self.sources[line.source];
+                json!({"source_id": info.source_id, "version": info.version, "in_force": info.in_force,
+                    "line": line.number, "text": line.text})
+            })
+            .collect();
+        json!({"query": query, "results": hits})
+    }
+
+    /// Every numbered line of one version of `source_id` (the one in force when `version`
+    /// is `None`).
+    ///
+    /// # Errors
+    ///
+    /// `not_found` for an unknown source or version.
+    pub fn read(&self, source_id: &str, version: Option<&str>) -> Result<Value, ToolFailure> {
+        let (index, info) = self
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.source_id == source_id)
+            .find(|(_, s)| version.map_or(s.in_force, |v| s.version == v))
+            .ok_or_else(|| {
+                ToolFailure::new(
+                    "not_found",
+                    format!(
+                        "no source `{source_id}`{}",
+                        version.map_or(String::new(), |v| format!(" version `{v}`"))
+                    ),
+                )
+            })?;
+        let lines: Vec<Value> = self
+            .lines
+            .iter()
+            .filter(|l| l.source == index)
+            .map(|l| json!({"line": l.number, "text": l.text}))
+            .collect();
+        Ok(
+            json!({"source_id": info.source_id, "version": info.version, "in_force": info.in_force,
+            "lines": lines}),
+        )
+    }
+
+    /// The answer schema: an answer and one to three citations of lines of these sources.
+    #[must_use]
+    pub fn answer_schema(&self) -> Value {
+        let ids: Vec<&str> = unique(self.sources.iter().map(|s| s.source_id.as_str()));
+        let versions: Vec<&str> = unique(self.sources.iter().map(|s| s.version.as_str()));
+        let longest = self
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, _)| self.lines.iter().filter(|l| l.source == i).count())
+            .max()
+            .unwrap_or(1);
+        json!({
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string", "minLength": 1, "maxLength": 300},
+                "citations": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+                    "type": "object",
+                    "properties": {
+                        "source_id": {"enum": ids},
+                        "version": {"enum": versions},
+                        "line_start": {"type": "integer", "minimum": 1, "maximum": longest},
+                        "line_end": {"type": "integer", "minimum": 1, "maximum": longest},
+                        "quote": {"type": "string", "minLength": 1, "maxLength": 400}
+                    },
+                    "required": ["source_id", "version", "line_start", "line_end", "quote"],
+                    "additionalProperties": false
+                }}
+            },
+            "required": ["answer", "citations"],
+            "additionalProperties": false
+        })
+    }
+
+    /// The answer contract: the schema, line ranges in order, and the evidence gate over
+    /// this base (every quote exactly a cited line's text, the answer's claims supported).
+    ///
+    /// # Errors
+    ///
+    /// [`ContractError`] if the schema does not compile (a test proves it does).
+    pub fn answer_contract(&self) -> Result<Contract, ContractError> {
+        let mut document = self.answer_schema();
+        document["x-proviso"] = json!({
+            "id": "docs-answer-v1",
+            "output": "answer",
+            "rules": [{"rule": "ordered", "each": "/citations", "lower": "/line_start",
+                "upper": "/line_end", "code": "reversed_line_range"}],
+            "evidence": {"citations": "/citations", "claims": [{"text": "/answer"}]}
+        });
+        Contract::from_document(&document)?
+            .sources(self.store.clone())
+            .build()
+    }
+}
+
+fn unique<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// Reads `manifest.json`.
+fn read_manifest(text: &str) -> Result<Vec<SourceInfo>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let entries = value
+        .get("sources")
+        .and_then(Value::as_array)
+        .ok_or("`sources` must be an array")?;
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let text = |name: &str| {
+                entry
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("/sources/{i} needs a string `{name}`"))
+            };
+            let optional = |name: &str| entry.get(name).and_then(Value::as_str).map(str::to_owned);
+            Ok(SourceInfo {
+                source_id: text("source_id")?,
+                version: text("version")?,
+                in_force: entry
+                    .get("in_force")
+                    .and_then(Value::as_bool)
+                    .ok_or_else(|| format!("/sources/{i} needs a boolean `in_force`"))?,
+                effective: optional("effective"),
+                until: optional("until"),
+                file: text("file")?,
+            })
+        })
+        .collect()
+}
+
+/// A JSON Lines file's records, one citable line each: `key: value; key: value`.
+fn jsonl_units(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("{k}: {s}"),
+                    other => format!("{k}: {other}"),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            _ => line.trim().to_owned(),
+        })
+        .collect()
+}
+
+/// Plain text or Markdown as citable lines: each sentence, list item or heading of its own,
+/// Markdown's markup (heading marks, bullets, emphasis, code fences) taken off.
+fn text_units(text: &str, markdown: bool) -> Vec<String> {
+    let mut units = Vec::new();
+    for raw in text.lines() {
+        let mut line = raw.trim();
+        if markdown {
+            if line.starts_with("```") || line.chars().all(|c| matches!(c, '-' | '|' | ':' | ' ')) {
+                continue;
+            }
+            line = line.trim_start_matches('#').trim_start();
+            line = line.trim_start_matches('>').trim_start();
+        }
+        let line = strip_bullet(line);
+        let line = if markdown {
+            line.replace("**", "").replace('`', "")
+        } else {
+            line.to_owned()
+        };
+        for sentence in sentences(&line) {
+            if !sentence.is_empty() {
+                units.push(sentence);
+            }
+        }
+    }
+    units
+}
+
+/// A list item's text without its bullet or number (`- `, `* `, `+ `, `1. `, `2) `).
+fn strip_bullet(line: &str) -> &str {
+    if let Some(rest) = line
+        .strip_prefix("- ")
+        .or_else(|| line.strip_prefix("* "))
+        .or_else(|| line.strip_prefix("+ "))
+    {
+        return rest.trim_start();
+    }
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 && digits <= 3 {
+        let rest = &line[digits..];
+        if let Some(rest) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return rest.trim_start();
+        }
+    }
+    line
+}
+
+/// Splits a line into sentences: after `.`, `!` or `?` followed by a space and a capital
+/// letter, a digit or a quote, unless the word ending there is a common abbreviation or a
+/// single letter (an initial).
+fn sentences(line: &str) -> Vec<String> {
+    const ABBREVIATIONS: [&str; 12] = [
+        "e.g", "i.e", "etc", "vs", "no", "dr", "mr", "mrs", "ms", "approx", "fig", "min",
+    ];
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if matches!(c, '.' | '!' | '?')
+            && chars.get(i + 1) == Some(&' ')
+            && chars
+                .get(i + 2)
+                .is_some_and(|n| n.is_uppercase() || n.is_ascii_digit() || *n == '"')
+        {
+            let word: String = chars[start..i]
+                .iter()
+                .rev()
+                .take_while(|c| !c.is_whitespace())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let word = word.to_lowercase();
+            let abbreviation = c == '.'
+                && (ABBREVIATIONS.contains(&word.trim_start_matches('('))
+                    || word.chars().count() == 1);
+            if !abbreviation {
+                out.push(
+                    chars[start..=i]
+                        .iter()
+                        .collect::<String>()
+                        .trim()
+                        .to_owned(),
+                );
+                start = i + 2;
+                i += 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    let rest: String = chars[start..].iter().collect();
+    if !rest.trim().is_empty() {
+        out.push(rest.trim().to_owned());
+    }
+    out
+}
+
+/// The two tools over `base`: `search_docs` and `read_doc`.
+///
+/// # Errors
+///
+/// [`ToolError`] if a declaration is invalid (never for these).
+pub fn toolbox(base: Arc<DocsBase>) -> Result<Toolbox, ToolError> {
+    let search = base.clone();
+    let ids: Vec<String> = unique(base.sources.iter().map(|s| s.source_id.as_str()))
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let versions: Vec<String> = unique(base.sources.iter().map(|s| s.version.as_str()))
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    Toolbox::new()
+        .bind(
+            ToolSpec::new(
+                "search_docs",
+                "Full-text search over every document and version. Returns the best matching lines with their source id, version, line number and whether that version is in force.",
+                IntentClass::Read,
+                json!({"type": "object", "properties": {
+                    "query": {"type": "string", "minLength": 2, "maxLength": 120}},
+                    "required": ["query"], "additionalProperties": false}),
+            ),
+            move |a| Ok(search.search(a.get("query").and_then(Value::as_str).unwrap_or_default(), 5)),
+        )?
+        .bind(
+            ToolSpec::new(
+                "read_doc",
+                "Reads every numbered line of one document (the version in force when no version is given). Quote lines exactly as read.",
+                IntentClass::Read,
+                json!({"type": "object", "properties": {
+                    "source_id": {"enum": ids},
+                    "version": {"enum": versions}},
+                    "required": ["source_id"], "additionalProperties": false}),
+            ),
+            move |a| {
+                base.read(
+                    a.get("source_id").and_then(Value::as_str).unwrap_or_default(),
+                    a.get("version").and_then(Value::as_str),
+                )
+            },
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_and_list_items_become_lines() {
+        let md = "# Install\n\n1. Keep 30 cm of clearance. Use a 16 A breaker.\n- Pipes: 22 mm, e.g. copper.\n| a | b |\n|---|---|\n";
+        assert_eq!(
+            text_units(md, true),
+            [
+                "Install",
+                "Keep 30 cm of clearance.",
+                "Use a 16 A breaker.",
+                "Pipes: 22 mm, e.g. copper.",
+                "| a | b |"
+            ]
+        );
+        assert_eq!(
+            jsonl_units("{\"code\": \"E04\", \"meaning\": \"Low flow\", \"level\": 2}\n\n"),
+            ["code: E04; meaning: Low flow; level: 2"]
+        );
+        assert_eq!(
+            sentences("Dr. Lee signed it. It was 2.5 m long."),
+            ["Dr. Lee signed it.", "It was 2.5 m long."]
+        );
+    }
+
+    #[test]
+    fn a_directory_with_a_manifest_becomes_versioned_citable_lines() {
+        let dir = std::env::temp_dir().join(format!("proviso-docs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(
+            dir.join("policy-v1.txt"),
+            "The limit is 600 yuan. Receipts within 60 days.\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("policy-v2.txt"), "The limit is 750 yuan.\n").unwrap();
+        std::fs::write(
+            dir.join("sub/notes.md"),
+            "## Notes\n- Breakfast is included.\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("ignored.pdf"), "x").unwrap();
+        std::fs::write(
+            dir.join("manifest.json"),
+            r#"{"sources": [{"source_id": "policy", "version": "v1", "file": "policy-v1.txt", "in_force": false, "until": "2025-12-31"},
+                {"source_id": "policy", "version": "v2", "file": "policy-v2.txt", "in_force": true, "effective": "2026-01-01"}]}"#,
+        )
+        .unwrap();
+        let base = DocsBase::load(&dir).unwrap();
+        assert_eq!(base.len(), 5);
+        assert_eq!(base.read("policy", None).unwrap()["version"], "v2");
+        assert_eq!(
+            base.read("policy", Some("v1")).unwrap()["lines"][1]["text"],
+            "Receipts within 60 days."
+        );
+        assert_eq!(
+            base.read("sub/notes", None).unwrap()["lines"][1]["text"],
+            "Breakfast is included."
+        );
+        let hits = base.search("limit yuan", 5);
+        assert_eq!(hits["results"].as_array().unwrap().len(), 2, "{hits}");
+        let contract = base.answer_contract().unwrap();
+        let good = json!({"answer": "The limit is 750 yuan.", "citations": [{"source_id": "policy", "version": "v2",
+            "line_start": 1, "line_end": 1, "quote": "The limit is 750 yuan."}]});
+        assert!(contract.check_text(good.to_string().as_bytes()).accepted());
+        let misquoted = json!({"answer": "The limit is 700 yuan.", "citations": [{"source_id": "policy", "version": "v2",
+            "line_start": 1, "line_end": 1, "quote": "The limit is 700 yuan."}]});
+        assert!(!contract
+            .check_text(misquoted.to_string().as_bytes())
+            .accepted());
+        // A manifest naming a missing file is refused by name.
+        std::fs::write(dir.join("manifest.json"), r#"{"sources": [{"source_id": "x", "version": "v1", "file": "gone.txt", "in_force": true}]}"#).unwrap();
+        let error = DocsBase::load(&dir).unwrap_err().to_string();
+        assert!(error.contains("gone.txt"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
