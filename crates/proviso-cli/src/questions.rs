@@ -185,7 +185,9 @@ pub(crate) fn run(
         let seconds = started.elapsed().as_secs_f64();
         let (outcome, text) = score(case, &report.end);
         let kind = case["kind"].as_str().unwrap_or("other").to_owned();
-        eprintln!(
+        // Progress on stderr: a bank takes minutes.
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "{:>9}  {seconds:5.1} s  {question}\n           → {text}",
             outcome.name()
         );

@@ -468,6 +468,73 @@ fn asks_quantity(question: &str) -> bool {
         || (what.iter().any(|k| q.starts_with(k)) && measure.iter().any(|k| q.contains(k)))
 }
 
+/// Whether a question asks for a time (a date, a year, a week of a schedule), so that a line
+/// stating one is the better evidence.
+fn asks_time(question: &str) -> bool {
+    let q = question.to_lowercase();
+    let first = words(&q).first().copied().unwrap_or("");
+    first == "when"
+        || [
+            "what date",
+            "which date",
+            "what year",
+            "which year",
+            "what day",
+            "which day",
+            "what time",
+            "since when",
+            "until when",
+            "by when",
+            "how soon",
+        ]
+        .iter()
+        .any(|k| q.contains(k))
+}
+
+/// Whether a line states a time: an ISO date (`2026-01-08`, `2026-01`), a year, a month's
+/// name, or a numbered week, day or month (`week 24`).
+fn states_time(text: &str) -> bool {
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    const UNITS: [&str; 8] = [
+        "week", "weeks", "day", "days", "month", "months", "year", "years",
+    ];
+    let lower = text.to_lowercase();
+    let tokens = words(&lower);
+    let iso = text
+        .split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .any(|t| {
+            let parts: Vec<&str> = t.split('-').collect();
+            parts.len() >= 2
+                && parts[0].len() == 4
+                && parts[1..].iter().all(|p| p.len() == 2)
+                && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()))
+        });
+    let year = tokens.iter().any(|t| {
+        t.len() == 4
+            && t.chars().all(|c| c.is_ascii_digit())
+            && (t.starts_with("19") || t.starts_with("20"))
+    });
+    let month = tokens.iter().any(|t| MONTHS.contains(t));
+    let numbered = tokens.windows(2).any(|w| {
+        (UNITS.contains(&w[0]) && w[1].chars().all(|c| c.is_ascii_digit()))
+            || (w[0].chars().all(|c| c.is_ascii_digit()) && UNITS.contains(&w[1]))
+    });
+    iso || year || month || numbered
+}
+
 /// The words of every source of a store (over all its versions) and of the agent's domain
 /// (its tools' names and descriptions), computed once per agent: what tells a question's
 /// subject apart from the words every source or the domain itself uses.
@@ -583,6 +650,7 @@ pub fn rank_citations(
     let terms = content_stems(question);
     let distinct: BTreeSet<&String> = terms.iter().collect();
     let quantity = asks_quantity(question);
+    let time = asks_time(question);
     let lines: Vec<Vec<String>> = candidates
         .iter()
         .map(|c| content_stems(c.get("quote").and_then(Value::as_str).unwrap_or("")))
@@ -636,11 +704,13 @@ pub fn rank_citations(
         let states_number = words(text)
             .iter()
             .any(|w| w.chars().all(|c| c.is_ascii_digit()));
-        scored.push((score, i, c, states_number));
+        // The question's kind: a quantity wants a number, a time wants a date.
+        let answers_kind = (!quantity || states_number) && (!time || states_time(text));
+        scored.push((score, i, c, answers_kind));
     }
-    // A question that asks for a quantity is answered by a line that states a number, when
-    // any does.
-    if quantity && scored.iter().any(|s| s.3) {
+    // A line that answers the question's kind (a number for a quantity, a date for a time)
+    // is the better evidence, when any does.
+    if (quantity || time) && scored.iter().any(|s| s.3) {
         scored.retain(|s| s.3);
     }
     let mut scored: Vec<(f64, usize, &Value)> =
@@ -838,7 +908,18 @@ pub(crate) fn ground_arguments(
     executed: &[ExecutedCall],
 ) -> Option<Registry> {
     let words = words_pattern(question, 8);
-    let enumerated = queries(&query_words(question), 8);
+    let content = query_words(question);
+    // The first search carries the question's whole content (names, ids, numbers,
+    // qualifiers): a two-word query finds the subject's title lines, not the sentence that
+    // states the fact. Later searches, after the whole question has run, may drop words.
+    let first_search = !executed
+        .iter()
+        .any(|c| matches!(c.outcome, ToolOutcome::Ok { .. }));
+    let enumerated = if first_search && !content.is_empty() {
+        Some(vec![content.join(" ")])
+    } else {
+        queries(&content, 8)
+    };
     let mut texts: Vec<&str> = vec![question];
     for call in executed {
         if let ToolOutcome::Ok { result } = &call.outcome {
@@ -1131,6 +1212,29 @@ mod tests {
         )
         .is_empty());
         assert!(rank_citations(&candidates, "Hello?", &[], 4).is_empty());
+    }
+
+    #[test]
+    fn a_time_question_wants_a_line_that_states_a_time() {
+        assert!(asks_time("When did the board meet?"));
+        assert!(asks_time("In which year was it founded?"));
+        assert!(!asks_time("How many sites are there?"));
+        for line in [
+            "It met on 2026-01-08.",
+            "Dosing starts in March.",
+            "Assessed at week 24.",
+            "It ran 12 weeks.",
+            "Founded in 1998.",
+        ] {
+            assert!(states_time(line), "{line}");
+        }
+        for line in [
+            "It enrolled 212 participants.",
+            "Arm A: 10 mg.",
+            "NCT04123456 is completed.",
+        ] {
+            assert!(!states_time(line), "{line}");
+        }
     }
 
     #[test]
