@@ -395,3 +395,72 @@ fn demo_refuses_a_format_the_agent_cannot_use() {
     assert_eq!(code, 2);
     assert!(stderr.contains("envelope"), "{stderr}");
 }
+
+/// `proviso agent --docs DIR`: a directory of the user's own files (Markdown, plain text and
+/// JSON Lines, one version superseded in a manifest) answers a question with a cited line
+/// that the evidence gate checked, and `--json` prints the end as one JSON line.
+#[test]
+fn the_agent_answers_from_your_own_documents() {
+    let dir = std::env::temp_dir().join(format!("proviso-docs-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("returns-v1.txt"),
+        "Returns are accepted within 14 days of delivery. Refunds are paid to the original card.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("returns-v2.txt"),
+        "Returns are accepted within 30 days of delivery. Refunds are paid to the original card within 5 working days.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("shipping.md"),
+        "# Shipping\n\n- Standard shipping takes 3 to 5 working days.\n- Express shipping costs 9 euros.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("codes.jsonl"),
+        "{\"code\": \"R12\", \"meaning\": \"Parcel returned to sender\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        r#"{"sources": [{"source_id": "returns", "version": "v1", "file": "returns-v1.txt", "in_force": false, "until": "2025-12-31"},
+            {"source_id": "returns", "version": "v2", "file": "returns-v2.txt", "in_force": true, "effective": "2026-01-01"}]}"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = proviso(
+        &[
+            "agent",
+            "--docs",
+            dir.to_str().unwrap(),
+            "--json",
+            "Within how many days of delivery are returns accepted?",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let end: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(end["end"], "final_answer", "{end}");
+    let answer = end["answer"]["answer"].as_str().unwrap();
+    assert!(answer.contains("30 days"), "{end}");
+    assert!(!answer.contains("14 days"), "{end}");
+    assert_eq!(
+        end["answer"]["citations"][0]["source_id"], "returns",
+        "{end}"
+    );
+    assert_eq!(end["answer"]["citations"][0]["version"], "v2", "{end}");
+    // A directory without any readable document is refused, naming it.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, _, stderr) = proviso(
+        &["agent", "--docs", empty.to_str().unwrap(), "Anything?"],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("holds no .txt, .md or .jsonl file"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

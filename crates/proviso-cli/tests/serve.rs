@@ -1218,6 +1218,16 @@ fn control_token_text_in_content_never_becomes_a_control_token() {
             "a control token was parsed from content: {with}: {a} vs {b}"
         );
     }
+    // Legacy completions: the prompt is text, whole.
+    let a = prompt_tokens(
+        "/v1/completions",
+        &json!({"prompt": marked, "max_tokens": 1}),
+    );
+    let b = prompt_tokens("/v1/completions", &json!({"prompt": "a", "max_tokens": 1}));
+    assert!(
+        a >= b + 3,
+        "a control token was parsed from a completions prompt: {a} vs {b}"
+    );
 }
 
 /// Issue 21, item 2 and the smaller items: the Responses store is bounded and shares a
