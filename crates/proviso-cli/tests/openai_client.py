@@ -305,6 +305,18 @@ def responses_api():
     assert "response.function_call_arguments.done" in kinds, kinds
 
 
+def responses_logprobs():
+    """Log-probabilities on the Responses API, as on chat: `include` and `top_logprobs`."""
+    r = client.responses.create(model=MODEL, input="Say hello.", temperature=0, max_output_tokens=8,
+                                include=["message.output_text.logprobs"], top_logprobs=2)
+    part = r.output[0].content[0]
+    assert part.logprobs, r
+    assert "".join(t.token for t in part.logprobs) == part.text, (part.text, part.logprobs)
+    assert all(t.logprob <= 0 and len(t.top_logprobs) <= 2 for t in part.logprobs), part.logprobs
+    plain = client.responses.create(model=MODEL, input="Say hello.", temperature=0, max_output_tokens=8)
+    assert plain.output[0].content[0].logprobs == [], plain
+
+
 for name, fn in [
     ("required", required), ("named", named), ("auto", auto), ("parallel", parallel),
     ("tool_round_trip", tool_round_trip), ("json_schema_strict", json_schema_strict),
@@ -312,7 +324,7 @@ for name, fn in [
     ("unsupported_keyword", unsupported_keyword), ("unknown_named_tool", unknown_named_tool),
     ("truncation", truncation), ("completions", completions),
     ("pydantic_tool", pydantic_tool), ("pydantic_structured_output", pydantic_structured_output),
-    ("responses_api", responses_api),
+    ("responses_api", responses_api), ("responses_logprobs", responses_logprobs),
 ]:
     check(name, fn)
 print("all ok")

@@ -113,7 +113,36 @@ pub(crate) fn to_chat(
                     .ok_or_else(|| InvalidRequest::new("store", "`store` must be a boolean"))?;
             }
             "truncation" if value == "disabled" => {}
-            "reasoning" | "include"
+            "include" => {
+                let items = value.as_array().ok_or_else(|| {
+                    InvalidRequest::new("include", "`include` must be an array of strings")
+                })?;
+                for (i, item) in items.iter().enumerate() {
+                    match item.as_str() {
+                        Some("message.output_text.logprobs") => {
+                            chat.insert("logprobs".into(), json!(true));
+                        }
+                        Some(other) => {
+                            return Err(InvalidRequest::unsupported(
+                                format!("include[{i}]"),
+                                format!("`{other}` cannot be included: proviso serves `message.output_text.logprobs` only"),
+                            ))
+                        }
+                        None => {
+                            return Err(InvalidRequest::new(
+                                format!("include[{i}]"),
+                                "`include` items must be strings",
+                            ))
+                        }
+                    }
+                }
+            }
+            "top_logprobs" => {
+                // Asking for alternatives asks for log-probabilities, as on chat.
+                chat.insert("logprobs".into(), json!(true));
+                chat.insert("top_logprobs".into(), value.clone());
+            }
+            "reasoning"
                 if value.as_object().is_some_and(Map::is_empty)
                     || value.as_array().is_some_and(Vec::is_empty) => {}
             k if INFORMATIONAL.contains(&k) => {
@@ -488,7 +517,8 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
         .filter(|t| !t.is_empty() || choice.tool_calls.is_empty())
     {
         items.push(json!({"type": "message", "id": format!("msg_{id}"), "status": "completed",
-            "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}));
+            "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [],
+                "logprobs": output_logprobs(choice)}]}));
     }
     for (i, call) in choice.tool_calls.iter().enumerate() {
         items.push(match crate::app::custom_input(custom_tools, call) {
@@ -503,6 +533,27 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
         });
     }
     items
+}
+
+/// An output text's log-probabilities in the Responses form (`token`, `logprob`, `bytes`,
+/// `top_logprobs`), when the request asked for them; empty otherwise.
+fn output_logprobs(choice: &ChoiceResult) -> Value {
+    let Some(tokens) = &choice.logprobs else {
+        return json!([]);
+    };
+    Value::Array(
+        tokens
+            .iter()
+            .map(|t| {
+                let top: Vec<Value> = t
+                    .top
+                    .iter()
+                    .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
+                    .collect();
+                json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+            })
+            .collect(),
+    )
 }
 
 /// The Response object of an accepted choice.

@@ -489,8 +489,20 @@ impl ToolGate {
         usage: &Usage,
     ) -> Option<Rejection> {
         let budget = &self.policy.budget;
-        let n = calls.len() as u64;
-        let cost: u64 = calls
+        // A call written twice in one step runs once (the harness gives the copy the first
+        // one's outcome), so it is counted and charged once: a model that repeats itself
+        // within a step must not spend the run's budget on nothing.
+        let mut distinct: Vec<&(&crate::registry::Tool, &ToolCall, &str)> = Vec::new();
+        for call in calls {
+            if !distinct
+                .iter()
+                .any(|d| d.1.name() == call.1.name() && d.1.arguments() == call.1.arguments())
+            {
+                distinct.push(call);
+            }
+        }
+        let n = distinct.len() as u64;
+        let cost: u64 = distinct
             .iter()
             .map(|(t, _, _)| u64::from(t.spec().call_cost()))
             .sum();
@@ -538,6 +550,35 @@ mod tests {
 
     use super::*;
     use crate::registry::ToolSpec;
+
+    #[test]
+    fn a_call_written_twice_in_one_step_is_counted_once() {
+        let registry = Registry::new(vec![ToolSpec::new(
+            "get_arm",
+            "Reads one arm.",
+            IntentClass::Read,
+            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+        )])
+        .unwrap();
+        let mut policy = Policy::default();
+        policy.budget.max_tool_calls = Some(3);
+        policy.budget.max_calls_per_step = Some(1);
+        let gate = ToolGate::new(Arc::new(registry), CallFormat::Pythonic, policy);
+        let used = Usage {
+            tool_calls: 2,
+            ..Usage::default()
+        };
+        let twice = r#"[get_arm(id="A"), get_arm(id="A")]"#;
+        let verdict = gate.check(twice, Finish::Stop, &used);
+        assert!(
+            verdict.accepted(),
+            "{}",
+            serde_json::to_string(&verdict).unwrap()
+        );
+        let two = r#"[get_arm(id="A"), get_arm(id="B")]"#;
+        let verdict = gate.check(two, Finish::Stop, &used);
+        assert_eq!(verdict.gate(), Some(Gate::Budget));
+    }
 
     #[test]
     fn a_missing_or_unknown_stop_reason_is_never_a_normal_stop() {
