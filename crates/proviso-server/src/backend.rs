@@ -371,3 +371,25 @@ pub trait Worker: Send + 'static {
     /// [`RunError`].
     fn run(&mut self, job: Self::Job, sink: &mut dyn Sink) -> Result<Vec<ChoiceResult>, RunError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_ids_never_repeat_within_a_server_or_across_threads() {
+        let ids: std::collections::BTreeSet<String> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| (0..5_000).map(|_| call_id()).collect::<Vec<_>>()))
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        assert_eq!(ids.len(), 20_000);
+        assert!(ids
+            .iter()
+            .all(|id| id.starts_with("call_") && id.len() == 23));
+    }
+}
