@@ -39,21 +39,8 @@ pub(crate) struct DemoArgs {
     /// the envelope (its cited answers need it).
     #[arg(long)]
     format: Option<CallFormat>,
-    /// Write the run as JSON Lines (raw outputs and parsed intents as separate records).
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// A GGUF model; the default model is fetched on first use.
-    #[arg(long, value_name = "M.gguf")]
-    model: Option<PathBuf>,
-    /// Sampling temperature; 0 (the default) is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// Seed for sampling.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Print the final report as one JSON object instead of the readable log.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
@@ -74,14 +61,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         DemoKind::Travel => CallFormat::Envelope,
     });
     let agent = proviso_demo::agent(kind, format)?;
-    let common = Common {
-        trace: args.trace.clone(),
-        model: args.model.clone(),
-        temperature: args.temperature,
-        seed: args.seed,
-        json: args.json,
-    };
-    execute(&agent, &question, kind.name(), format, &common)
+    execute(&agent, &question, kind.name(), format, &args.run)
 }
 
 /// `proviso agent --docs DIR QUESTION`: the documents agent over your own files.
@@ -93,6 +73,26 @@ pub(crate) struct AgentArgs {
     /// versions) to answer from.
     #[arg(long, value_name = "DIR")]
     docs: PathBuf,
+    #[command(flatten)]
+    run: RunFlags,
+}
+
+pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
+    let base = proviso_demo::docs::DocsBase::load(&args.docs)
+        .with_context(|| format!("reading the documents in {}", args.docs.display()))?;
+    let agent = proviso_demo::docs_agent(std::sync::Arc::new(base))?;
+    execute(
+        &agent,
+        &args.question,
+        "docs",
+        CallFormat::Envelope,
+        &args.run,
+    )
+}
+
+/// How a run is made and shown, shared by `demo` and `agent`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunFlags {
     /// Write the run as JSON Lines (raw outputs and parsed intents as separate records).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -110,35 +110,6 @@ pub(crate) struct AgentArgs {
     json: bool,
 }
 
-pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
-    let base = proviso_demo::docs::DocsBase::load(&args.docs)
-        .with_context(|| format!("reading the documents in {}", args.docs.display()))?;
-    let agent = proviso_demo::docs_agent(std::sync::Arc::new(base))?;
-    let common = Common {
-        trace: args.trace.clone(),
-        model: args.model.clone(),
-        temperature: args.temperature,
-        seed: args.seed,
-        json: args.json,
-    };
-    execute(
-        &agent,
-        &args.question,
-        "docs",
-        CallFormat::Envelope,
-        &common,
-    )
-}
-
-/// What a run needs besides its agent and question.
-struct Common {
-    trace: Option<PathBuf>,
-    model: Option<PathBuf>,
-    temperature: f32,
-    seed: u64,
-    json: bool,
-}
-
 /// Runs `agent` on the local model, printing each step (or, with `json`, the end as one
 /// JSON line) and writing the trace when asked.
 fn execute(
@@ -146,7 +117,7 @@ fn execute(
     question: &str,
     name: &str,
     format: CallFormat,
-    args: &Common,
+    args: &RunFlags,
 ) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
     let engine = local.engine(RunOptions::default())?;

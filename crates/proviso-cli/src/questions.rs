@@ -114,19 +114,13 @@ impl Corpora {
                 _ => self.trials.search(question, 5),
             },
         };
+        // Every search tool returns its hits as `{"results": [{"text", ...}]}`.
         results["results"]
             .as_array()
-            .map(|r| {
-                r.iter()
-                    .map(|hit| {
-                        hit.get("text").or_else(|| hit.get("line")).map_or_else(
-                            || hit.to_string(),
-                            |t| t.as_str().map_or_else(|| t.to_string(), str::to_owned),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .filter_map(|hit| hit["text"].as_str().map(str::to_owned))
+            .collect()
     }
 }
 

@@ -383,10 +383,19 @@ impl TextChecker {
     ///
     /// [`ConstraintError`] as [`Constrainer::compile`] gives it.
     pub fn new(spec: &ConstraintSpec, options: &CompileOptions) -> Result<Self, ConstraintError> {
-        let constrainer = Constrainer::new(
-            llguidance::toktrie::ApproximateTokEnv::single_byte_env(),
-            options,
-        )?;
+        // The byte-level tokenizer and its parser factory are the same for every check:
+        // built once. Limits are passed per compile, so `options` still apply.
+        static BYTES: std::sync::OnceLock<Result<Constrainer, ConstraintError>> =
+            std::sync::OnceLock::new();
+        let constrainer = BYTES
+            .get_or_init(|| {
+                Constrainer::new(
+                    llguidance::toktrie::ApproximateTokEnv::single_byte_env(),
+                    &CompileOptions::default(),
+                )
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
         Ok(Self {
             compiled: constrainer.compile(spec, options)?,
         })

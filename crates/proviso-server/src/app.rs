@@ -1164,13 +1164,8 @@ async fn generate<B: Backend>(
         // request that fails before its first token (no memory for it: 503 with
         // Retry-After) gets an error status, not a 200 and an error event.
         let mut submitted = submitted;
-        let first = tokio::time::timeout_at(
-            tokio::time::Instant::from_std(submitted.deadline + Duration::from_secs(1)),
-            submitted.receiver.recv(),
-        )
-        .await;
-        let first = match first {
-            Ok(Some(WorkerEvent::Done(Err(e)))) => {
+        let first = match next_event(&mut submitted.receiver, submitted.deadline).await {
+            WorkerEvent::Done(Err(e)) => {
                 let timed_out = Instant::now() >= submitted.deadline;
                 drop(submitted.guard);
                 s.metrics.duration(started.elapsed());
@@ -1180,11 +1175,7 @@ async fn generate<B: Backend>(
                 }
                 return (run_error(&e, timed_out, &s.metrics, id), false);
             }
-            Ok(Some(event)) => Some(event),
-            Ok(None) => Some(WorkerEvent::Done(Err(RunError::Internal(
-                "the worker stopped".into(),
-            )))),
-            Err(_) => Some(WorkerEvent::Done(Err(RunError::Cancelled))),
+            event => event,
         };
         let mut state = StreamState {
             receiver: submitted.receiver,
@@ -1202,9 +1193,7 @@ async fn generate<B: Backend>(
             outcome: outcome.clone(),
             counted: false,
         };
-        if let Some(event) = first {
-            state.apply(event);
-        }
+        state.apply(first);
         let stream = sse_stream(state);
         return (
             Sse::new(stream)
@@ -1376,6 +1365,24 @@ async fn submit<B: Backend>(
     })
 }
 
+/// The worker's next event for a request, within its deadline (and a second for the worker
+/// to notice it): past it, the request is cancelled; a worker gone is an internal error.
+async fn next_event(
+    receiver: &mut mpsc::UnboundedReceiver<WorkerEvent>,
+    deadline: Instant,
+) -> WorkerEvent {
+    match tokio::time::timeout_at(
+        tokio::time::Instant::from_std(deadline + Duration::from_secs(1)),
+        receiver.recv(),
+    )
+    .await
+    {
+        Ok(Some(event)) => event,
+        Ok(None) => WorkerEvent::Done(Err(RunError::Internal("the worker stopped".into()))),
+        Err(_) => WorkerEvent::Done(Err(RunError::Cancelled)),
+    }
+}
+
 /// Waits for a request that is not streamed to end: its choices, or the error response.
 async fn run_to_end<B: Backend>(
     s: &Shared<B>,
@@ -1393,16 +1400,8 @@ async fn run_to_end<B: Backend>(
         ..
     } = submitted;
     let result = loop {
-        match tokio::time::timeout_at(
-            tokio::time::Instant::from_std(deadline + Duration::from_secs(1)),
-            receiver.recv(),
-        )
-        .await
-        {
-            Ok(Some(WorkerEvent::Delta(..) | WorkerEvent::Started)) => {}
-            Ok(Some(WorkerEvent::Done(result))) => break result,
-            Ok(None) => break Err(RunError::Internal("the worker stopped".into())),
-            Err(_) => break Err(RunError::Cancelled),
+        if let WorkerEvent::Done(result) = next_event(&mut receiver, deadline).await {
+            break result;
         }
     };
     drop(guard);
@@ -1610,6 +1609,22 @@ fn tool_calls_json(meta: &Meta, choice: &ChoiceResult) -> Value {
     )
 }
 
+/// Token log-probabilities as OpenAI writes them on chat and in Responses output text:
+/// `token`, `logprob`, `bytes` and the `top_logprobs` alternatives.
+pub(crate) fn token_logprobs(tokens: &[crate::TokenLogprobOut]) -> Vec<Value> {
+    tokens
+        .iter()
+        .map(|t| {
+            let top: Vec<Value> = t
+                .top
+                .iter()
+                .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
+                .collect();
+            json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+        })
+        .collect()
+}
+
 /// A text choice's log-probabilities in the chat form (`{"content": [...]}`); `null` for
 /// tool calls and when none were asked for.
 fn chat_logprobs(choice: &ChoiceResult) -> Value {
@@ -1620,18 +1635,7 @@ fn chat_logprobs(choice: &ChoiceResult) -> Value {
     else {
         return Value::Null;
     };
-    let content: Vec<Value> = tokens
-        .iter()
-        .map(|t| {
-            let top: Vec<Value> = t
-                .top
-                .iter()
-                .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
-                .collect();
-            json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
-        })
-        .collect();
-    json!({"content": content, "refusal": null})
+    json!({"content": token_logprobs(tokens), "refusal": null})
 }
 
 /// A choice's log-probabilities in the legacy completions form.
@@ -1884,18 +1888,9 @@ fn sse_stream(state: StreamState) -> impl Stream<Item = Result<Event, Infallible
                 // The OpenAI terminator; the state (and its cancel guard) ends here.
                 return Some((Ok(Event::default().data("[DONE]")), None));
             }
-            // A stream keeps the request timeout too: past the deadline (and a second for the
-            // worker to notice it), it ends with a timeout error event.
-            let next = tokio::time::timeout_at(
-                tokio::time::Instant::from_std(state.deadline + Duration::from_secs(1)),
-                state.receiver.recv(),
-            )
-            .await;
-            match next {
-                Ok(Some(event)) => state.apply(event),
-                Ok(None) => state.done(Err(RunError::Internal("the worker stopped".into()))),
-                Err(_) => state.done(Err(RunError::Cancelled)),
-            }
+            // A stream keeps the request timeout too: it ends with a timeout error event.
+            let event = next_event(&mut state.receiver, state.deadline).await;
+            state.apply(event);
         }
     })
 }

@@ -538,21 +538,9 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
 /// An output text's log-probabilities in the Responses form (`token`, `logprob`, `bytes`,
 /// `top_logprobs`), when the request asked for them; empty otherwise.
 fn output_logprobs(choice: &ChoiceResult) -> Value {
-    let Some(tokens) = &choice.logprobs else {
-        return json!([]);
-    };
-    Value::Array(
-        tokens
-            .iter()
-            .map(|t| {
-                let top: Vec<Value> = t
-                    .top
-                    .iter()
-                    .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
-                    .collect();
-                json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
-            })
-            .collect(),
+    choice.logprobs.as_deref().map_or_else(
+        || json!([]),
+        |tokens| Value::Array(crate::app::token_logprobs(tokens)),
     )
 }
 
