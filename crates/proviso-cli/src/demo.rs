@@ -385,6 +385,12 @@ impl Observer for Printer {
                     RunEnd::Abort { reason } => {
                         let _ = writeln!(out, "the agent stopped: {reason}");
                     }
+                    RunEnd::Abstained { searched, message } => {
+                        let _ = writeln!(out, "no answer: {message}");
+                        for s in searched {
+                            let _ = writeln!(out, "  searched: {s}");
+                        }
+                    }
                     RunEnd::BudgetExhausted { code, message } => {
                         let _ = writeln!(out, "budget exhausted ({code}): {message}");
                     }

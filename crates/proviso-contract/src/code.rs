@@ -221,6 +221,9 @@ codes! {
     LineRangeOutsideDocument => "line_range_outside_document",
     /// A quotation differs from the cited lines.
     QuoteMismatch => "quote_mismatch",
+    /// The cited lines or the answer's text do not answer the question asked (its
+    /// subject, its qualifiers, the kind of fact it asks for).
+    OffQuestion => "off_question",
     /// A rejection that carried no violation.
     Rejected => "rejected",
 }

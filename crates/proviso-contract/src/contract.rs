@@ -20,6 +20,7 @@ use crate::code::Code;
 use crate::error::ContractError;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::intent::{self, Intent, IntentClass, ToolCall};
+use crate::question::Question;
 use crate::rejection::{Gate, Location, Rejection, Violation};
 use crate::rules::{self, Rule};
 use crate::schema::{CompiledSchema, SchemaOptions};
@@ -605,12 +606,26 @@ impl Contract {
     /// Runs every gate on `output`.
     #[must_use]
     pub fn check(&self, output: Output<'_>) -> Verdict {
+        self.check_with(output, None)
+    }
+
+    /// Runs every gate on `output` as the answer to `question`: the evidence gate then also
+    /// applies the answer-relevance rule (code `off_question`: the cited lines are about
+    /// the question's subject, the answer states its qualifiers and the kind of fact it
+    /// asks for), and admits a superseded version when the question asks about one and the
+    /// answer names it.
+    #[must_use]
+    pub fn check_answer(&self, output: Output<'_>, question: &Question) -> Verdict {
+        self.check_with(output, Some(question))
+    }
+
+    fn check_with(&self, output: Output<'_>, question: Option<&Question>) -> Verdict {
         let mut progress = Progress::new();
         // Gate 1: transport.
         let payload = match output {
             Output::Text(text) => {
                 progress.mark(Gate::Transport, GateStatus::NotApplicable);
-                return self.check_text_payload(text, progress);
+                return self.check_text_payload(text, progress, question);
             }
             Output::Envelope(bytes) => {
                 let envelope = match proviso_json::parse(bytes, &self.parse) {
@@ -633,10 +648,15 @@ impl Contract {
             }
         };
         progress.mark(Gate::Transport, GateStatus::Passed);
-        self.check_payload(payload, progress)
+        self.check_payload(payload, progress, question)
     }
 
-    fn check_payload(&self, payload: Payload, mut progress: Progress) -> Verdict {
+    fn check_payload(
+        &self,
+        payload: Payload,
+        mut progress: Progress,
+        question: Option<&Question>,
+    ) -> Verdict {
         let text = payload
             .text
             .filter(|t| !t.bytes().all(|b| b.is_ascii_whitespace()));
@@ -649,7 +669,7 @@ impl Contract {
                     Location::default(),
                 ));
             };
-            return self.check_text_payload(text.as_bytes(), progress);
+            return self.check_text_payload(text.as_bytes(), progress, question);
         }
         // Native tool calls: each call's arguments pass parse and schema.
         let mut calls = Vec::with_capacity(payload.tool_calls.len());
@@ -734,7 +754,12 @@ impl Contract {
         Ok(ToolCall::new(id, name.to_owned(), arguments, tool.class))
     }
 
-    fn check_text_payload(&self, text: &[u8], mut progress: Progress) -> Verdict {
+    fn check_text_payload(
+        &self,
+        text: &[u8],
+        mut progress: Progress,
+        question: Option<&Question>,
+    ) -> Verdict {
         // Gate 2: parse.
         let value = match proviso_json::parse(text, &self.parse) {
             Ok(value) => value,
@@ -847,7 +872,7 @@ impl Contract {
                 match answer {
                     None => progress.mark(Gate::Evidence, GateStatus::NotApplicable),
                     Some(answer) => {
-                        let violations = policy.check(answer, store);
+                        let violations = policy.check_for(answer, store, question);
                         if !violations.is_empty() {
                             let violations = violations
                                 .into_iter()

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::code::Code;
 use crate::error::ContractError;
+use crate::question::Question;
 use crate::rejection::{Location, Violation};
 
 /// One version of one source document, split into lines (line 1 is the first).
@@ -277,23 +278,56 @@ impl EvidencePolicy {
     /// Checks `answer` against `store`, returning every problem found.
     #[must_use]
     pub fn check(&self, answer: &Value, store: &SourceStore) -> Vec<Violation> {
+        self.check_for(answer, store, None)
+    }
+
+    /// Checks `answer` against `store` as the answer to `question`, when there is one: a
+    /// superseded version may then be cited if the question asks about one, and the
+    /// answer-relevance rule ([`Question::judge`]) applies.
+    #[must_use]
+    pub fn check_for(
+        &self,
+        answer: &Value,
+        store: &SourceStore,
+        question: Option<&Question>,
+    ) -> Vec<Violation> {
         let mut violations = Vec::new();
         let mut quoted = String::new();
         let citations = answer
             .pointer(&self.citations)
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
+        let superseded_ok = question.is_some_and(Question::asks_earlier_version);
+        let mut cited: Vec<(String, String, String)> = Vec::new();
         for (i, citation) in citations.iter().enumerate() {
             let base = format!("{}/{i}", self.citations);
-            match check_citation(citation, &base, store) {
+            match check_citation(citation, &base, store, superseded_ok) {
                 Ok(excerpt) => {
                     quoted.push_str(&excerpt);
                     quoted.push('\n');
+                    let field = |k: &str| {
+                        citation
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    cited.push((field("source_id"), field("version"), excerpt));
                 }
                 Err(v) => violations.push(v),
             }
         }
         let supported = mentions(&quoted, &self.units);
+        // Naming a cited version (`v1`) is not a claim.
+        let unnamed = |text: &str| {
+            let mut text = text.to_owned();
+            for (source, version, _) in &cited {
+                text = text
+                    .replace(source.as_str(), " ")
+                    .replace(version.as_str(), " ");
+            }
+            text
+        };
         for claim in &self.claims {
             let (pointer, found) = match claim {
                 Claim::Text(pointer) => {
@@ -301,7 +335,7 @@ impl EvidencePolicy {
                         .pointer(pointer)
                         .and_then(Value::as_str)
                         .unwrap_or("");
-                    (pointer, mentions(text, &self.units))
+                    (pointer, mentions(&unnamed(text), &self.units))
                 }
                 Claim::Amount { pointer, unit } => {
                     let found = match answer.pointer(pointer) {
@@ -334,11 +368,32 @@ impl EvidencePolicy {
                 }
             }
         }
+        if let (Some(question), true) = (question, violations.is_empty()) {
+            // The answer's text is its first text claim; without one, the quotes speak.
+            let text = self
+                .claims
+                .iter()
+                .find_map(|c| match c {
+                    Claim::Text(p) => answer.pointer(p).and_then(Value::as_str),
+                    Claim::Amount { .. } => None,
+                })
+                .map_or_else(|| quoted.clone(), str::to_owned);
+            let cited: Vec<(&str, &str, &str)> = cited
+                .iter()
+                .map(|(s, v, q)| (s.as_str(), v.as_str(), q.as_str()))
+                .collect();
+            violations.extend(question.judge(&text, &cited, store, &self.citations));
+        }
         violations
     }
 }
 
-fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<String, Violation> {
+fn check_citation(
+    citation: &Value,
+    base: &str,
+    store: &SourceStore,
+    superseded_ok: bool,
+) -> Result<String, Violation> {
     let field = |name: &str| citation.get(name);
     let violation = |code: Code, field: &str, message: String| Violation {
         code,
@@ -363,7 +418,7 @@ fn check_citation(citation: &Value, base: &str, store: &SourceStore) -> Result<S
             format!("{base} cites version `{version}` of `{source_id}`, which does not exist"),
         ));
     };
-    if !document.in_force {
+    if !document.in_force && !superseded_ok {
         let current = versions
             .iter()
             .find(|d| d.in_force)

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proviso_contract::{
-    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Rejection, ToolCall, Verdict,
+    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Question, Rejection, ToolCall,
+    Verdict,
 };
 use proviso_tools::{
     instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolChoice, ToolError,
@@ -283,6 +284,14 @@ pub enum RunEnd {
         /// Why.
         reason: String,
     },
+    /// No line the tools returned answers the question, and there is nothing left to look
+    /// up: the run says so instead of answering with an unrelated line.
+    Abstained {
+        /// The lookups that ran, as `tool {arguments}`.
+        searched: Vec<String>,
+        /// Why nothing answered.
+        message: String,
+    },
     /// A budget ran out.
     BudgetExhausted {
         /// Which ([`Code::StepBudgetExhausted`], …).
@@ -317,7 +326,10 @@ impl RunEnd {
     pub fn is_success(&self) -> bool {
         matches!(
             self,
-            Self::FinalAnswer { .. } | Self::Clarification { .. } | Self::Abort { .. }
+            Self::FinalAnswer { .. }
+                | Self::Clarification { .. }
+                | Self::Abort { .. }
+                | Self::Abstained { .. }
         )
     }
 }
@@ -474,9 +486,6 @@ pub struct Agent {
     grammar: CallGrammar,
     first_grammar: Option<CallGrammar>,
     system: String,
-    /// The words of the answer contract's sources and of the tools' declarations, for
-    /// telling a question's subject apart (computed once, not per step).
-    source_words: Option<steer::SourceWords>,
     counters: Arc<Counters>,
 }
 
@@ -504,25 +513,8 @@ impl Agent {
         } else {
             None
         };
-        let domain = registry
-            .iter()
-            .map(|t| {
-                format!(
-                    "{} {}",
-                    t.spec().name().replace('_', " "),
-                    t.spec().description()
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let source_words = config
-            .answer_contract
-            .as_ref()
-            .and_then(|c| c.source_store())
-            .map(|store| steer::SourceWords::new(store, &domain));
         let gate = ToolGate::new(registry, config.format, config.policy.clone());
         Ok(Self {
-            source_words,
             toolbox,
             config,
             gate,
@@ -585,6 +577,14 @@ impl Agent {
             format: self.config.format,
             tools: self.toolbox.registry().names(),
         });
+        // The question, read once against the answer's sources: what steering offers and what
+        // the answer-relevance rule checks.
+        let asked: Option<Question> = self
+            .config
+            .answer_contract
+            .as_ref()
+            .and_then(|c| c.source_store())
+            .map(|store| Question::new(question, store));
         let mut messages = vec![Message::system(&self.system), Message::user(question)];
         let mut usage = Usage::default();
         let mut executed = Vec::new();
@@ -598,8 +598,24 @@ impl Agent {
             }
             usage.steps += 1;
             let step = usage.steps;
-            let (planned, avoid, plan) = self.plan_step(question, step, &executed, in_a_row);
+            let (planned, avoid, plan) =
+                self.plan_step(question, asked.as_ref(), step, &executed, in_a_row);
             observer.event(&Event::StepPlanned { step, plan: &plan });
+            if let Some(message) = &plan.abstain {
+                break RunEnd::Abstained {
+                    searched: executed
+                        .iter()
+                        .map(|e| {
+                            format!(
+                                "{} {}",
+                                e.call.name(),
+                                Value::Object(e.call.arguments().clone())
+                            )
+                        })
+                        .collect(),
+                    message: message.clone(),
+                };
+            }
             let grammar = match &planned {
                 Some(g) => g,
                 None => match &self.first_grammar {
@@ -699,8 +715,11 @@ impl Agent {
                             answer: answer.as_ref().clone(),
                         };
                     };
-                    let verdict =
-                        contract.check(Output::Text(self.answer_text(&answer).as_bytes()));
+                    let text = self.answer_text(&answer);
+                    let verdict = match &asked {
+                        Some(q) => contract.check_answer(Output::Text(text.as_bytes()), q),
+                        None => contract.check(Output::Text(text.as_bytes())),
+                    };
                     // An accepted answer's verdict is reported too: it is where the evidence
                     // gate ran, so a reader sees that gate pass, not only fail.
                     observer.event(&Event::AnswerVerdict {
@@ -800,6 +819,7 @@ impl Agent {
     fn plan_step(
         &self,
         question: &str,
+        asked: Option<&Question>,
         step: u64,
         executed: &[ExecutedCall],
         in_a_row: u32,
@@ -818,30 +838,40 @@ impl Agent {
         let may_finish = matches!(choice, ToolChoice::Auto);
         // The lines an answer could cite, when answers are grounded: evidence counts as
         // gathered only once there is something to cite.
-        let candidates: Option<Vec<Value>> = match (
+        let candidates: Option<Vec<steer::Citable>> = match (
             steering.ground_answers,
             &self.config.answer_contract,
             &self.config.grammar.answer,
+            asked,
         ) {
-            (true, Some(contract), Some(_)) if contract.evidence_policy().is_some() => {
+            (true, Some(contract), Some(_), Some(asked))
+                if contract.evidence_policy().is_some() =>
+            {
                 contract.source_store().map(|store| {
-                    let observed = steer::observed_citations(executed, store);
-                    let words = self.source_words.as_ref();
-                    let subject = words.map(|w| w.subject_terms(question)).unwrap_or_default();
-                    let relevant = words
-                        .map_or_else(|| observed.clone(), |w| w.on_subject(&observed, &subject));
-                    steer::rank_citations(&relevant, question, &subject, CITABLE_LINES)
+                    let observed =
+                        steer::observed_citations(executed, store, asked.asks_earlier_version());
+                    steer::rank_citations(&observed, asked, store, CITABLE_LINES)
                 })
             }
             _ => None,
         };
         let citable = candidates.as_ref().is_none_or(|c| !c.is_empty());
         let mut finish = None;
+        let evidence = executed.iter().any(|e| {
+            matches!(e.outcome, ToolOutcome::Ok { .. })
+                && steering.evidence_tools.iter().any(|t| t == e.call.name())
+        });
+        // Looked, and no line seen answers the question: look again, differently (a call is
+        // required, and the calls that ran are out of the grammar), or, when nothing is left
+        // to look up, abstain rather than answer with an unrelated line.
+        let unanswered = may_finish && evidence && !citable;
+        let calls_spent = self
+            .config
+            .policy
+            .budget
+            .max_tool_calls
+            .is_some_and(|max| distinct_calls(executed) as u64 >= max);
         if may_finish {
-            let evidence = executed.iter().any(|e| {
-                matches!(e.outcome, ToolOutcome::Ok { .. })
-                    && steering.evidence_tools.iter().any(|t| t == e.call.name())
-            });
             if steering.finish_after_rejection && in_a_row > 0 && citable {
                 finish = Some(FinishCause::Rejected);
             } else if steering.finish_on_last_step
@@ -853,6 +883,15 @@ impl Agent {
             }
         }
         let mut plan = StepPlan::default();
+        let abstain = |plan: &mut StepPlan, why: &str| {
+            plan.abstain = Some(format!(
+                "no line the lookups returned answers the question ({why})"
+            ));
+        };
+        if unanswered && (calls_spent || finish == Some(FinishCause::LastStep)) {
+            abstain(&mut plan, "the budget allows no further lookup");
+            return (None, Vec::new(), plan);
+        }
         let mut narrowed_registry = None;
         let mut avoid = Vec::new();
         // Arguments are grounded first, so that a grounded argument space that is now
@@ -871,6 +910,10 @@ impl Agent {
                 _ => false,
             };
             if narrowed.registry.is_empty() || named_gone {
+                if unanswered {
+                    abstain(&mut plan, "every possible lookup already ran");
+                    return (None, Vec::new(), plan);
+                }
                 if may_finish {
                     finish = Some(FinishCause::ToolsExhausted);
                 }
@@ -886,6 +929,33 @@ impl Agent {
         }
         if finish.is_some() {
             plan.grounded_arguments = false;
+        } else if unanswered {
+            choice = ToolChoice::Required;
+            // Read the best source not read yet, rather than let a small model pick among
+            // many lookups.
+            let store = self
+                .config
+                .answer_contract
+                .as_ref()
+                .and_then(|c| c.source_store());
+            if let (Some(asked), Some(store)) = (asked, store) {
+                let read = steer::next_read(registry, &steering.read_tools, executed, store, |s| {
+                    asked.on_subject(store, s)
+                });
+                if let Some((name, arguments)) = read {
+                    if let Some(tool) = registry.get(&name) {
+                        let spec = tool.spec().clone().with_parameters(
+                            json!({"type": "object", "const": Value::Object(arguments.clone())}),
+                        );
+                        if let Ok(only) = proviso_tools::Registry::new(vec![spec]) {
+                            plan.read = Some(format!("{name} {}", Value::Object(arguments)));
+                            narrowed_registry = Some(only);
+                            choice = ToolChoice::Named(name);
+                            avoid.clear();
+                        }
+                    }
+                }
+            }
         }
         let mut options = self.config.grammar.clone();
         if finish.is_some() {
@@ -1096,11 +1166,25 @@ fn end_name(end: &RunEnd) -> &'static str {
         RunEnd::FinalAnswer { .. } => "final_answer",
         RunEnd::Clarification { .. } => "clarification",
         RunEnd::Abort { .. } => "abort",
+        RunEnd::Abstained { .. } => "abstained",
         RunEnd::BudgetExhausted { .. } => "budget_exhausted",
         RunEnd::Rejected { .. } => "rejected",
         RunEnd::Refused { .. } => "refused",
         RunEnd::ModelFailed { .. } => "model_failed",
     }
+}
+
+/// How many different calls ran (a call written twice in one step counts once, as the
+/// budget gate counts it).
+fn distinct_calls(executed: &[ExecutedCall]) -> usize {
+    let mut seen: Vec<(&str, &serde_json::Map<String, Value>)> = Vec::new();
+    for e in executed {
+        let key = (e.call.name(), e.call.arguments());
+        if !seen.contains(&key) {
+            seen.push(key);
+        }
+    }
+    seen.len()
 }
 
 fn millis(duration: Duration) -> u64 {

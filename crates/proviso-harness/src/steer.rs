@@ -21,7 +21,8 @@
 
 use std::collections::BTreeSet;
 
-use proviso_contract::{Claim, Contract, EvidencePolicy, SourceStore};
+use proviso_contract::lexicon::{content_stems, is_function_word, words};
+use proviso_contract::{Claim, Contract, EvidencePolicy, Question, SourceStore};
 use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -49,6 +50,10 @@ pub struct Steering {
     pub finish_on_last_step: bool,
     /// Once one of these tools returned a result, the next step must finish.
     pub evidence_tools: Vec<String>,
+    /// Tools that read a whole source by its id (a document, a record). When the lines
+    /// seen do not answer the question, the next step reads the first source the results
+    /// named that is about the question's subject and has not been read.
+    pub read_tools: Vec<String>,
     /// When the answer contract checks evidence, build the answer grammar from the lines
     /// tools returned in this run.
     pub ground_answers: bool,
@@ -65,6 +70,7 @@ impl Default for Steering {
             finish_after_rejection: true,
             finish_on_last_step: true,
             evidence_tools: Vec::new(),
+            read_tools: Vec::new(),
             ground_answers: true,
             ground_arguments: false,
         }
@@ -80,6 +86,7 @@ impl Steering {
             finish_after_rejection: false,
             finish_on_last_step: false,
             evidence_tools: Vec::new(),
+            read_tools: Vec::new(),
             ground_answers: false,
             ground_arguments: false,
         }
@@ -100,6 +107,17 @@ impl Steering {
         S: Into<String>,
     {
         self.evidence_tools = tools.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`Steering::read_tools`].
+    #[must_use]
+    pub fn read_tools<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.read_tools = tools.into_iter().map(Into::into).collect();
         self
     }
 
@@ -185,6 +203,14 @@ pub struct StepPlan {
     /// Whether free-text arguments were held to the question's words.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub grounded_arguments: bool,
+    /// The source this step must read, as `tool {arguments}`, when the lines seen do not
+    /// answer the question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<String>,
+    /// Why the run abstains instead of taking this step: no line seen answers the question
+    /// and nothing is left to look up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abstain: Option<String>,
 }
 
 impl StepPlan {
@@ -196,6 +222,7 @@ impl StepPlan {
             && self.exhausted.is_empty()
             && self.citable_lines.is_none()
             && !self.grounded_arguments
+            && self.read.is_none()
     }
 }
 
@@ -278,6 +305,42 @@ pub(crate) fn narrow(
     out
 }
 
+/// The first call of one of `tools` (in order) that has not run and whose arguments name a
+/// source of `store` that `about` accepts: the read that may answer what the lines seen
+/// did not. Its tool's arguments are taken from `registry` (already held to the ids the
+/// conversation named, in the order they were named).
+pub(crate) fn next_read(
+    registry: &Registry,
+    tools: &[String],
+    executed: &[ExecutedCall],
+    store: &SourceStore,
+    about: impl Fn(&str) -> bool,
+) -> Option<(String, Map<String, Value>)> {
+    for name in tools {
+        let Some(tool) = registry.get(name) else {
+            continue;
+        };
+        let Some(all) = finite_arguments(tool.spec().parameters(), FINITE_LIMIT) else {
+            continue;
+        };
+        let pick = all.into_iter().find(|arguments| {
+            let ran = executed
+                .iter()
+                .any(|e| e.call.name() == name && e.call.arguments() == arguments);
+            let object = Value::Object(arguments.clone());
+            let mut values = Vec::new();
+            strings(&object, &mut values);
+            !ran && values
+                .iter()
+                .any(|v| !store.versions(v).is_empty() && about(v))
+        });
+        if let Some(arguments) = pick {
+            return Some((name.clone(), arguments));
+        }
+    }
+    None
+}
+
 /// The name of a tool choice, for the trace.
 pub(crate) fn choice_name(choice: &ToolChoice) -> String {
     match choice {
@@ -288,19 +351,23 @@ pub(crate) fn choice_name(choice: &ToolChoice) -> String {
     }
 }
 
-/// Every line a tool returned in this run that `store` holds, in force, quoted exactly, as
-/// a citation object (quote first, so a model choosing among them reads the text before
-/// the numbers).
+/// Every line a tool returned in this run that `store` holds, in force (or in a superseded
+/// version too, when `superseded` is set), quoted exactly, as a citation object (quote
+/// first, so a model choosing among them reads the text before the numbers).
 ///
 /// A tool result cites lines by carrying objects with `source_id` and `version` and either
 /// `lines` (an array of `{line, text}`) or a single `line` and `text`, at any depth.
 #[must_use]
-pub fn observed_citations(executed: &[ExecutedCall], store: &SourceStore) -> Vec<Value> {
+pub fn observed_citations(
+    executed: &[ExecutedCall],
+    store: &SourceStore,
+    superseded: bool,
+) -> Vec<Value> {
     let mut found = Vec::new();
     let mut seen = BTreeSet::new();
     for call in executed {
         if let ToolOutcome::Ok { result } = &call.outcome {
-            collect(result, store, &mut found, &mut seen);
+            collect(result, store, superseded, &mut found, &mut seen);
         }
     }
     found
@@ -309,6 +376,7 @@ pub fn observed_citations(executed: &[ExecutedCall], store: &SourceStore) -> Vec
 fn collect(
     value: &Value,
     store: &SourceStore,
+    superseded: bool,
     found: &mut Vec<Value>,
     seen: &mut BTreeSet<(String, String, u64)>,
 ) {
@@ -343,7 +411,7 @@ fn collect(
                     }
                     let held = store.versions(source).iter().any(|d| {
                         d.version() == version
-                            && d.in_force()
+                            && (d.in_force() || superseded)
                             && usize::try_from(n)
                                 .ok()
                                 .and_then(|n| d.excerpt(n, n))
@@ -358,12 +426,12 @@ fn collect(
                 }
             }
             for v in map.values() {
-                collect(v, store, found, seen);
+                collect(v, store, superseded, found, seen);
             }
         }
         Value::Array(items) => {
             for v in items {
-                collect(v, store, found, seen);
+                collect(v, store, superseded, found, seen);
             }
         }
         _ => {}
@@ -397,286 +465,45 @@ fn regex_escape(text: &str) -> String {
         .collect()
 }
 
-/// Words that carry no content: they neither rank a line nor need to be quoted to be said.
-const FUNCTION_WORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "because",
-    "been", "before", "both", "but", "by", "did", "do", "does", "due", "each", "for", "from",
-    "had", "has", "have", "how", "if", "in", "into", "is", "it", "its", "many", "may", "more",
-    "most", "much", "no", "none", "not", "of", "on", "one", "only", "or", "other", "over", "per",
-    "so", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this",
-    "those", "to", "two", "under", "up", "was", "were", "what", "when", "where", "which", "while",
-    "who", "why", "will", "with", "within", "yes",
-];
-
-/// The words of `text`, as written (letters and digits; everything else separates).
-fn words(text: &str) -> Vec<&str> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect()
+/// A line an answer may cite, with the spans of it that answer the question, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Citable {
+    /// The citation object (`quote`, `source_id`, `version`, `line_start`, `line_end`).
+    pub citation: Value,
+    /// The spans of the quote that answer the question (see [`Question::spans`]).
+    pub spans: Vec<String>,
+    /// Whether the cited version is no longer in force (cited only when the question asks
+    /// about an earlier version; the answer then names it).
+    pub superseded: bool,
 }
 
-/// A crude stem, so `terminated` meets `termination` and `arms` meets `arm`: lower case,
-/// a plural `s` dropped, then the first five characters.
-fn stem(word: &str) -> String {
-    let lower = word.to_lowercase();
-    // An id is a name: `NCT04123456` must not meet `NCT04890123`.
-    if lower.chars().any(|c| c.is_ascii_digit()) {
-        return lower;
-    }
-    let singular = match lower.strip_suffix('s') {
-        Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
-        _ => lower.as_str(),
-    };
-    singular.chars().take(5).collect()
-}
-
-/// The content words of `text`, stemmed, in order. A capital letter standing alone after
-/// the first word is a label (`Arm A`), not the article `a`.
-fn content_stems(text: &str) -> Vec<String> {
-    words(text)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, w)| {
-            let label = *i > 0 && w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase());
-            label || !FUNCTION_WORDS.contains(&w.to_lowercase().as_str())
-        })
-        .map(|(_, w)| stem(w))
-        .collect()
-}
-
-/// Whether a question asks for a quantity, so that a line stating a number is the better
-/// evidence.
-fn asks_quantity(question: &str) -> bool {
-    let q = question.to_lowercase();
-    let how = [
-        "how many",
-        "how much",
-        "how long",
-        "how often",
-        "how old",
-        "within how",
-        "percentage",
-        "number of",
-    ];
-    // A `what is the … limit` question asks for the amount; `is … included in the limit`
-    // does not.
-    let what = ["what is", "what's", "what are", "which is"];
-    let measure = [
-        "limit", "amount", "maximum", "minimum", "longest", "shortest", "cost", "price", "dose",
-    ];
-    how.iter().any(|k| q.contains(k))
-        || (what.iter().any(|k| q.starts_with(k)) && measure.iter().any(|k| q.contains(k)))
-}
-
-/// Whether a question asks for a time (a date, a year, a week of a schedule), so that a line
-/// stating one is the better evidence.
-fn asks_time(question: &str) -> bool {
-    let q = question.to_lowercase();
-    let first = words(&q).first().copied().unwrap_or("");
-    first == "when"
-        || [
-            "what date",
-            "which date",
-            "what year",
-            "which year",
-            "what day",
-            "which day",
-            "what time",
-            "since when",
-            "until when",
-            "by when",
-            "how soon",
-        ]
-        .iter()
-        .any(|k| q.contains(k))
-}
-
-/// Whether a line states a time: an ISO date (`2026-01-08`, `2026-01`), a year, a month's
-/// name, or a numbered week, day or month (`week 24`).
-fn states_time(text: &str) -> bool {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    const UNITS: [&str; 8] = [
-        "week", "weeks", "day", "days", "month", "months", "year", "years",
-    ];
-    let lower = text.to_lowercase();
-    let tokens = words(&lower);
-    let iso = text
-        .split(|c: char| !(c.is_ascii_digit() || c == '-'))
-        .any(|t| {
-            let parts: Vec<&str> = t.split('-').collect();
-            parts.len() >= 2
-                && parts[0].len() == 4
-                && parts[1..].iter().all(|p| p.len() == 2)
-                && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()))
-        });
-    let year = tokens.iter().any(|t| {
-        t.len() == 4
-            && t.chars().all(|c| c.is_ascii_digit())
-            && (t.starts_with("19") || t.starts_with("20"))
-    });
-    let month = tokens.iter().any(|t| MONTHS.contains(t));
-    let numbered = tokens.windows(2).any(|w| {
-        (UNITS.contains(&w[0]) && w[1].chars().all(|c| c.is_ascii_digit()))
-            || (w[0].chars().all(|c| c.is_ascii_digit()) && UNITS.contains(&w[1]))
-    });
-    iso || year || month || numbered
-}
-
-/// The words of every source of a store (over all its versions) and of the agent's domain
-/// (its tools' names and descriptions), computed once per agent: what tells a question's
-/// subject apart from the words every source or the domain itself uses.
-#[derive(Debug, Clone, Default)]
-pub struct SourceWords {
-    sources: std::collections::BTreeMap<String, BTreeSet<String>>,
-    domain: BTreeSet<String>,
-}
-
-impl SourceWords {
-    /// The words of `store`'s sources and of `domain`.
-    #[must_use]
-    pub fn new(store: &SourceStore, domain: &str) -> Self {
-        let mut sources: std::collections::BTreeMap<String, BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        for d in store.documents() {
-            sources
-                .entry(d.source_id().to_owned())
-                .or_default()
-                .extend(d.lines().iter().flat_map(|l| content_stems(l)));
-        }
-        Self {
-            sources,
-            domain: content_stems(domain).into_iter().collect(),
-        }
-    }
-
-    /// The specific words of `question`: its ids (words with digits that a source states),
-    /// and the words few sources state (at most a quarter of them) that are not words of the
-    /// domain (`trial`, `arm`, `policy` name the domain, not a subject within it). Each with
-    /// its weight: the rarer, the more it names the subject. Empty for a store of fewer
-    /// than four sources, which has no subjects to tell apart.
-    #[must_use]
-    pub fn subject_terms(&self, question: &str) -> Vec<(String, f64)> {
-        if self.sources.len() < 4 {
-            return Vec::new();
-        }
-        let limit = self.sources.len() / 4;
-        content_stems(question)
-            .into_iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter_map(|stem| {
-                let n = self
-                    .sources
-                    .values()
-                    .filter(|stems| stems.contains(&stem))
-                    .count();
-                // An id is specific however many sources mention it.
-                let id = stem.chars().any(|c| c.is_ascii_digit());
-                let specific = id || (n <= limit && !self.domain.contains(&stem));
-                (n > 0 && specific).then(|| (stem, 1.0 / n as f64))
-            })
-            .collect()
-    }
-
-    /// The candidates whose source states the subject of the question (see
-    /// [`SourceWords::subject_terms`]): every id of it, or, without one, specific words
-    /// carrying at least half of their weight (a rare word may be missing; the drug's name
-    /// may not). A line about another drug or another trial is dropped however well it
-    /// matches the rest of the question, so a true line does not answer the wrong subject.
-    #[must_use]
-    pub fn on_subject(&self, candidates: &[Value], subject: &[(String, f64)]) -> Vec<Value> {
-        if subject.is_empty() {
-            return candidates.to_vec();
-        }
-        type Weighted<'a> = Vec<&'a (String, f64)>;
-        let (ids, names): (Weighted<'_>, Weighted<'_>) = subject
-            .iter()
-            .partition(|(s, _)| s.chars().any(|c| c.is_ascii_digit()));
-        let total: f64 = names.iter().map(|(_, w)| w).sum();
-        candidates
-            .iter()
-            .filter(|c| {
-                let id = c.get("source_id").and_then(Value::as_str).unwrap_or("");
-                self.sources.get(id).is_some_and(|stems| {
-                    if ids.is_empty() {
-                        let stated: f64 = names
-                            .iter()
-                            .filter(|(s, _)| stems.contains(s))
-                            .map(|(_, w)| w)
-                            .sum();
-                        stated * 2.0 >= total
-                    } else {
-                        ids.iter().all(|(s, _)| stems.contains(s))
-                    }
-                })
-            })
-            .cloned()
-            .collect()
-    }
-}
+/// Most answer spans offered per cited line.
+const SPANS_PER_LINE: usize = 3;
 
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
-/// line states enough of the question to answer it.
+/// observed line answers it.
 ///
-/// A line must state two of the question's words (or its only one), and one of the words
-/// that not every candidate states (ids aside): a line that only names the subject that all
-/// of them share (a title) says something, but not the answer. Lines are scored by the words
-/// they share with the question, each weighted by how rare it is among the candidates
-/// (`breakfast` tells lines apart, `limit` less), plus the pairs of consecutive words they
-/// share in order (a phrase says more than its words apart). When the question asks for a
-/// quantity, only lines that state a number are kept (if any does). Lines scoring less
-/// than half the best
-/// are dropped: a small model otherwise copies whichever line starts like the question.
+/// A line is kept when its source is about the question's subject and some span of it
+/// answers the question ([`Question::spans`]: the qualifiers, no sibling, the asked kind);
+/// it must also share two of the question's words (or its only one). Lines are scored by
+/// the words they share with the question, each weighted by how rare it is among the
+/// candidates (`breakfast` tells lines apart, `limit` less), plus the pairs of consecutive
+/// words they share in order (a phrase says more than its words apart). When the question
+/// asks about an earlier version, lines of superseded versions come first. Lines scoring
+/// less than half the best are dropped: a small model otherwise copies whichever line
+/// starts like the question.
 #[must_use]
 pub fn rank_citations(
     candidates: &[Value],
-    question: &str,
-    subject: &[(String, f64)],
+    question: &Question,
+    store: &SourceStore,
     keep: usize,
-) -> Vec<Value> {
-    let terms = content_stems(question);
+) -> Vec<Citable> {
+    let terms = content_stems(question.text());
     let distinct: BTreeSet<&String> = terms.iter().collect();
-    let quantity = asks_quantity(question);
-    let time = asks_time(question);
     let lines: Vec<Vec<String>> = candidates
         .iter()
         .map(|c| content_stems(c.get("quote").and_then(Value::as_str).unwrap_or("")))
-        .collect();
-    // What the question asks beyond its subject. The subject is its ids, or else its
-    // rarest words (within a factor of 1.5 of the rarest): `CALM-PREVENT` in "How many
-    // sites does CALM-PREVENT have?", where `sites` is rare too, but less.
-    let ids: BTreeSet<&String> = subject
-        .iter()
-        .filter(|(s, _)| s.chars().any(|c| c.is_ascii_digit()))
-        .map(|(s, _)| s)
-        .collect();
-    let rarest = subject.iter().map(|(_, w)| *w).fold(0.0_f64, f64::max);
-    let named: BTreeSet<&String> = if ids.is_empty() {
-        subject
-            .iter()
-            .filter(|(_, w)| w * 1.5 >= rarest)
-            .map(|(s, _)| s)
-            .collect()
-    } else {
-        ids
-    };
-    let asked: BTreeSet<&String> = distinct
-        .iter()
-        .filter(|t| !named.contains(**t))
-        .copied()
         .collect();
     let least = distinct.len().clamp(1, 2);
     let n = candidates.len().max(1) as f64;
@@ -684,13 +511,33 @@ pub fn rank_citations(
         let df = lines.iter().filter(|l| l.contains(term)).count().max(1) as f64;
         (1.0 + n / df).ln()
     };
-    let mut scored: Vec<(f64, usize, &Value, bool)> = Vec::new();
+    let earlier = question.asks_earlier_version();
+    let mut scored: Vec<(bool, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
-        let set: BTreeSet<&String> = stems.iter().collect();
-        let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
-        if shared.len() < least || (!asked.is_empty() && !asked.iter().any(|t| set.contains(*t))) {
+        let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
+        let version = c.get("version").and_then(Value::as_str).unwrap_or("");
+        let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
+        if !question.on_subject(store, source) {
             continue;
         }
+        // A line inherits its source's subject: "altered taste" answers a question about
+        // lumeditan's taste in a document about lumeditan.
+        let (ids, names) = question.subject();
+        let subject: Vec<String> = names
+            .iter()
+            .map(|(n, _)| n.clone())
+            .chain(ids.iter().flat_map(|id| content_stems(id)))
+            .collect();
+        let set: BTreeSet<&String> = stems.iter().chain(subject.iter()).collect();
+        let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
+        if shared.len() < least {
+            continue;
+        }
+        let mut spans = question.spans(quote);
+        if spans.is_empty() {
+            continue;
+        }
+        spans.truncate(SPANS_PER_LINE);
         let mut score: f64 = shared.iter().map(|t| idf(t)).sum();
         let pairs: BTreeSet<(&String, &String)> =
             stems.windows(2).map(|w| (&w[0], &w[1])).collect();
@@ -699,93 +546,82 @@ pub fn rank_citations(
                 score += (idf(&w[0]) + idf(&w[1])) / 2.0;
             }
         }
-        let text = c.get("quote").and_then(Value::as_str).unwrap_or("");
-        // A number, not an id that contains digits.
-        let states_number = words(text)
+        let superseded = store
+            .versions(source)
             .iter()
-            .any(|w| w.chars().all(|c| c.is_ascii_digit()));
-        // The question's kind: a quantity wants a number, a time wants a date.
-        let answers_kind = (!quantity || states_number) && (!time || states_time(text));
-        scored.push((score, i, c, answers_kind));
+            .any(|d| d.version() == version && !d.in_force());
+        scored.push((
+            earlier && superseded,
+            score,
+            i,
+            Citable {
+                citation: c.clone(),
+                spans,
+                superseded,
+            },
+        ));
     }
-    // A line that answers the question's kind (a number for a quantity, a date for a time)
-    // is the better evidence, when any does.
-    if (quantity || time) && scored.iter().any(|s| s.3) {
-        scored.retain(|s| s.3);
-    }
-    let mut scored: Vec<(f64, usize, &Value)> =
-        scored.into_iter().map(|(s, i, c, _)| (s, i, c)).collect();
     if scored.is_empty() {
         return Vec::new();
     }
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let best = scored[0].0;
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let best = scored[0].1;
     scored
         .into_iter()
-        .filter(|(s, _, _)| s * 2.0 > best)
+        .filter(|(_, s, _, _)| s * 2.0 > best)
         .take(keep)
-        .map(|(_, _, c)| c.clone())
+        .map(|(_, _, _, c)| c)
         .collect()
 }
 
-/// The prefixes of `quote` that end at a clause boundary (before `; ` or after a full stop
-/// followed by a space), and the whole quote: the extracts an answer may take from it.
-fn extracts(quote: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let bytes = quote.as_bytes();
-    for (i, _) in quote.match_indices("; ") {
-        out.push(quote[..i].to_owned());
-    }
-    for (i, _) in quote.match_indices(". ") {
-        if bytes.get(i + 2).is_some_and(u8::is_ascii_uppercase) {
-            out.push(quote[..=i].to_owned());
-        }
-    }
-    out.push(quote.to_owned());
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// A pattern for answer text made of extracts of the lines: each extract is a line from its
-/// start up to a clause boundary (or the whole line), and extracts are joined by spaces.
-/// The answer restates what the lines say with their subject, and cannot add a word, a
+/// The text an answer citing `cited` may say: one of the first line's spans, then, for each
+/// later line in order, optionally one of its spans, at most `max_spans` in all, joined by
+/// spaces. A superseded line's span is introduced by its version (`v1 (superseded): `), so
+/// the answer names it. The answer restates what the lines say and cannot add a word, a
 /// number or a combination they do not contain.
-fn extractive_pattern(quotes: &[&str], max_extracts: usize) -> String {
-    // One group per cited line, in citation order; the answer takes extracts from some of
-    // them, in that order, each line at most once. A count bound, not a length bound: the
-    // decoder's regex engine cannot always decide a long alternation under a length limit.
-    let groups: Vec<String> = quotes
+fn span_pattern(cited: &[&Citable], max_spans: usize) -> String {
+    let groups: Vec<String> = cited
         .iter()
-        .map(|q| {
-            let mut alternatives: Vec<String> =
-                extracts(q).iter().map(|e| regex_escape(e)).collect();
-            alternatives.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-            format!("(?:{})", alternatives.join("|"))
+        .map(|c| {
+            let prefix = if c.superseded {
+                let version = c
+                    .citation
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                regex_escape(&format!("{version} (superseded): "))
+            } else {
+                String::new()
+            };
+            let alternatives: Vec<String> = c.spans.iter().map(|s| regex_escape(s)).collect();
+            format!("{prefix}(?:{})", alternatives.join("|"))
         })
         .collect();
-    let max = max_extracts.max(1);
-    let mut starts: Vec<String> = Vec::new();
-    // The answer starts with the first cited line (the best one).
-    for first in 0..groups.len().min(1) {
-        let rest: Vec<String> = groups[first + 1..]
-            .iter()
-            .take(max - 1)
-            .map(|g| format!("(?: {g})?"))
-            .collect();
-        starts.push(format!("{}{}", groups[first], rest.join("")));
-    }
-    format!("^(?:{})$", starts.join("|"))
+    let Some((first, rest)) = groups.split_first() else {
+        return "^$".into();
+    };
+    let rest: String = rest
+        .iter()
+        .take(max_spans.max(1) - 1)
+        .map(|g| format!("(?: {g})?"))
+        .collect();
+    format!("^(?:{first}{rest})$")
 }
 
-/// A pattern for a short free-text value (a search query) made of the words of `text` and
-/// function words, at most `max_words` of them, separated by spaces: the value can only
+/// Whether the `i`-th word is a label (a capital letter standing alone after the first
+/// word: the `A` of `Arm A`), which a search must keep although `a` is a function word.
+fn is_label(i: usize, word: &str) -> bool {
+    i > 0 && word.len() == 1 && word.chars().all(|c| c.is_ascii_uppercase())
+}
+
 /// The question's content words, in order, each once.
 fn query_words(text: &str) -> Vec<String> {
     let mut seen = BTreeSet::new();
     words(text)
         .into_iter()
-        .filter(|w| !FUNCTION_WORDS.contains(&w.to_lowercase().as_str()))
+        .enumerate()
+        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
+        .map(|(_, w)| w)
         .filter(|w| seen.insert(w.to_lowercase()))
         .map(str::to_owned)
         .collect()
@@ -818,7 +654,9 @@ fn queries(words: &[String], max_words: usize) -> Option<Vec<String>> {
     Some(out.into_iter().map(|q| q.join(" ")).collect())
 }
 
-/// name what the conversation named.
+/// A pattern for a short free-text value (a search query) made of the content words of
+/// `text`, at most `max_words` of them, separated by spaces: the value can only name what
+/// the conversation named.
 fn words_pattern(text: &str, max_words: usize) -> Option<String> {
     // Content words only, in the question's order, each at most once: a function word is
     // never what a search needs, and a small model left free writes `the the the` or
@@ -826,7 +664,9 @@ fn words_pattern(text: &str, max_words: usize) -> Option<String> {
     let mut seen = BTreeSet::new();
     let content: Vec<String> = words(text)
         .into_iter()
-        .filter(|w| !FUNCTION_WORDS.contains(&w.to_lowercase().as_str()))
+        .enumerate()
+        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
+        .map(|(_, w)| w)
         .filter(|w| seen.insert(w.to_lowercase()))
         .map(|w| {
             let lower = w.to_lowercase();
@@ -920,18 +760,38 @@ pub(crate) fn ground_arguments(
     } else {
         queries(&content, 8)
     };
+    let results_seen = !first_search;
     let mut texts: Vec<&str> = vec![question];
     for call in executed {
         if let ToolOutcome::Ok { result } = &call.outcome {
             strings(result, &mut texts);
         }
     }
-    registry.narrowed(|parameters| {
+    let grounded = registry.narrowed(|parameters| {
         let mut changed = false;
         if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
             for property in properties.values_mut() {
+                // An id chosen from a list (a document to read) is held to the ones the
+                // results named, best first, once there are results: a small model picks
+                // poorly among many.
+                if let Some(Value::Array(choices)) = property.get("enum") {
+                    let mut named: Vec<Value> = Vec::new();
+                    if results_seen {
+                        for text in &texts[1..] {
+                            let value = Value::String((*text).to_owned());
+                            if choices.contains(&value) && !named.contains(&value) {
+                                named.push(value);
+                            }
+                        }
+                    }
+                    if !named.is_empty() && named.len() < choices.len() {
+                        property["enum"] = Value::Array(named);
+                        changed = true;
+                    }
+                    continue;
+                }
                 let named = match property.get("pattern").and_then(Value::as_str) {
-                    Some(p) if property.get("enum").is_none() => named_values(p, &texts),
+                    Some(p) => named_values(p, &texts),
                     _ => Vec::new(),
                 };
                 let Some(map) = property.as_object_mut() else {
@@ -973,6 +833,34 @@ pub(crate) fn ground_arguments(
             }
         }
         changed
+    });
+    // A tool that needs an id nobody has named yet (a trial's record before any trial id
+    // was seen) cannot be called usefully: it leaves the step, unless nothing else is left.
+    let narrowed = grounded.as_ref().unwrap_or(registry);
+    let callable: Vec<proviso_tools::ToolSpec> = narrowed
+        .iter()
+        .map(|t| t.spec().clone())
+        .filter(|spec| !needs_unnamed_id(spec.parameters()))
+        .collect();
+    if callable.is_empty() || callable.len() == narrowed.len() {
+        return grounded;
+    }
+    Registry::new(callable).ok().or(grounded)
+}
+
+/// Whether a tool's parameters require an argument held to a `pattern` (an id) that the
+/// grounding above could not turn into named values.
+fn needs_unnamed_id(parameters: &Value) -> bool {
+    let required: Vec<&str> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    required.iter().any(|name| {
+        parameters
+            .get("properties")
+            .and_then(|p| p.get(*name))
+            .is_some_and(|p| p.get("pattern").is_some() && p.get("enum").is_none())
     })
 }
 
@@ -1012,12 +900,16 @@ fn subsets<T: Clone>(items: &[T], max: usize, limit: usize) -> Vec<Vec<T>> {
 /// The answer is one of a few variants, one per set of candidate lines (in ranked order, up
 /// to the schema's `maxItems`). In each, the citations are exactly those lines, quoted with
 /// their source, version and line numbers, and written first; an amount claim can only be a
-/// number those lines state, and the answer text can only be extracts of those lines (see
-/// `extractive_pattern`). So an answer cannot cite one line and state another. The caller
-/// ranks the candidates (see [`rank_citations`]). The evidence gate still checks every
-/// citation and claim.
+/// number those lines state, and the answer text can only be spans of those lines that
+/// answer the question (see `span_pattern`). So an answer cannot cite one line and state
+/// another. The caller ranks the candidates (see [`rank_citations`]). The evidence gate
+/// still checks every citation and claim, and whether the answer answers the question.
 #[must_use]
-pub fn grounded_answer(answer: &Value, contract: &Contract, candidates: &[Value]) -> Option<Value> {
+pub fn grounded_answer(
+    answer: &Value,
+    contract: &Contract,
+    candidates: &[Citable],
+) -> Option<Value> {
     let policy = contract.evidence_policy()?;
     if candidates.is_empty() {
         return None;
@@ -1045,15 +937,16 @@ pub fn grounded_answer(answer: &Value, contract: &Contract, candidates: &[Value]
 }
 
 /// The answer schema with its citations fixed to `cited`.
-fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) -> Option<Value> {
+fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Citable]) -> Option<Value> {
     let mut schema = answer.clone();
     let quotes: Vec<&str> = cited
         .iter()
-        .filter_map(|c| c.get("quote").and_then(Value::as_str))
+        .filter_map(|c| c.citation.get("quote").and_then(Value::as_str))
         .collect();
     {
         let citations = schema_at(&mut schema, &policy.citations)?;
-        *citations = json!({"const": cited});
+        let objects: Vec<&Value> = cited.iter().map(|c| &c.citation).collect();
+        *citations = json!({"const": objects});
     }
     let mut first = vec![policy.citations.clone()];
     for claim in &policy.claims {
@@ -1107,18 +1000,23 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Value]) ->
                 if target.get("pattern").is_some() {
                     continue;
                 }
-                // As many extracts as fit the declared length, at most one per cited line.
-                let longest = quotes.iter().map(|q| q.chars().count()).max().unwrap_or(1);
+                // As many spans as fit the declared length, at most one per cited line.
+                let longest = cited
+                    .iter()
+                    .flat_map(|c| c.spans.iter().map(|s| s.chars().count() + 16))
+                    .max()
+                    .unwrap_or(1);
                 let fit = target
                     .get("maxLength")
                     .and_then(Value::as_u64)
                     .and_then(|m| usize::try_from(m).ok())
-                    .map_or(quotes.len(), |m| (m + 1) / (longest + 1));
+                    .map_or(cited.len(), |m| (m + 1) / (longest + 1));
                 if fit == 0 {
-                    // Not even one line fits the answer: this set cannot be stated.
+                    // Not even one span fits the answer: this set cannot be stated.
                     return None;
                 }
-                let pattern = extractive_pattern(&quotes, fit.min(quotes.len()));
+                let refs: Vec<&Citable> = cited.iter().collect();
+                let pattern = span_pattern(&refs, fit.min(cited.len()));
                 if let Some(map) = target.as_object_mut() {
                     map.remove("minLength");
                     map.remove("maxLength");
@@ -1166,98 +1064,79 @@ fn reorder(schema: &mut Value, pointers: &[String]) {
 mod tests {
     use super::*;
 
+    fn trial_store() -> SourceStore {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("NCT04123456", "NCT04123456 (VELA-2) studies psoriasis with velorabine; status: completed.\nArm A: velorabine 10 mg; status: terminated; termination reason: futility.\nArm B: velorabine 25 mg; status: completed.\nArm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes."),
+            ("NCT05550001", "NCT05550001 (CALM-PREVENT) studies migraine with calpetrant.\nArm A: calpetrant 70 mg; enrolled: 212."),
+            ("NCT06012345", "NCT06012345 studies migraine with lumeditan.\nArm A: lumeditan 5 mg; enrolled: 96."),
+            ("NCT05234567", "NCT05234567 studies asthma with bresolide.\nArm A: bresolide 200 mcg; enrolled: 150."),
+        ] {
+            store
+                .insert(proviso_contract::SourceDocument::new(id, "r1", true, text))
+                .unwrap();
+        }
+        store
+    }
+
+    fn observed(store: &SourceStore, source: &str) -> Vec<Value> {
+        let d = &store.versions(source)[0];
+        d.lines()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| json!({"quote": text, "source_id": source, "version": "r1", "line_start": i + 1, "line_end": i + 1}))
+            .collect()
+    }
+
     #[test]
     fn citations_are_ranked_by_the_question() {
-        let line = |n: u64, text: &str| json!({"quote": text, "source_id": "s", "version": "v", "line_start": n, "line_end": n});
-        let candidates = vec![
-            line(
-                1,
-                "NCT04123456 (VELA-2) studies psoriasis; status: completed.",
-            ),
-            line(
-                2,
-                "Arm A: velorabine 10 mg; status: terminated; termination reason: futility.",
-            ),
-            line(3, "Arm B: velorabine 25 mg; status: completed."),
-            line(
-                4,
-                "Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes.",
-            ),
-        ];
-        let ranked = rank_citations(
-            &candidates,
-            "Which arms of trial NCT04123456 were terminated, and why?",
-            &[("nct04123456".to_owned(), 1.0)],
-            4,
+        let store = trial_store();
+        let candidates = observed(&store, "NCT04123456");
+        let ask = |q: &str| {
+            rank_citations(&candidates, &Question::new(q, &store), &store, 4)
+                .iter()
+                .map(|c| c.citation["line_start"].as_u64().unwrap())
+                .collect::<Vec<u64>>()
+        };
+        assert_eq!(
+            ask("Which arms of trial NCT04123456 were terminated, and why?"),
+            vec![2, 4]
         );
-        let lines: Vec<u64> = ranked
-            .iter()
-            .map(|c| c["line_start"].as_u64().unwrap())
-            .collect();
-        assert_eq!(lines, vec![2, 4]);
-        // A label tells arms apart.
-        let ranked = rank_citations(
-            &candidates,
-            "What does Arm C of NCT04123456 receive?",
-            &[],
-            4,
-        );
-        assert_eq!(ranked[0]["line_start"], 4);
-        // A line that only names the subject does not answer.
-        assert!(rank_citations(
-            &candidates,
-            "Who sponsors NCT04123456?",
-            &[("nct04123456".to_owned(), 1.0)],
-            4
-        )
-        .is_empty());
-        assert!(rank_citations(&candidates, "Hello?", &[], 4).is_empty());
+        // A label tells arms apart: the other arms are siblings, never offered.
+        assert_eq!(ask("What does Arm C of NCT04123456 receive?"), vec![4]);
+        // A line that only names the subject does not answer; nor does another trial's.
+        assert!(ask("How many sites does NCT04123456 have?").is_empty());
+        assert!(ask("What does Arm A of NCT05550001 receive?").is_empty());
     }
 
     #[test]
-    fn a_time_question_wants_a_line_that_states_a_time() {
-        assert!(asks_time("When did the board meet?"));
-        assert!(asks_time("In which year was it founded?"));
-        assert!(!asks_time("How many sites are there?"));
-        for line in [
-            "It met on 2026-01-08.",
-            "Dosing starts in March.",
-            "Assessed at week 24.",
-            "It ran 12 weeks.",
-            "Founded in 1998.",
-        ] {
-            assert!(states_time(line), "{line}");
-        }
-        for line in [
-            "It enrolled 212 participants.",
-            "Arm A: 10 mg.",
-            "NCT04123456 is completed.",
-        ] {
-            assert!(!states_time(line), "{line}");
-        }
-    }
-
-    #[test]
-    fn the_answer_is_made_of_extracts_of_the_lines() {
-        let pattern = extractive_pattern(
-            &[
-                "The lodging limit is 750 yuan.",
-                "Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes.",
-            ],
-            2,
+    fn the_answer_is_made_of_spans_that_answer_the_question() {
+        let store = trial_store();
+        let question = Question::new(
+            "How many participants are in the calpetrant 70 mg arm?",
+            &store,
         );
-        let re = regex_lite(&pattern);
-        assert!(re("The lodging limit is 750 yuan."));
-        assert!(!re("Arm C: velorabine 50 mg; status: terminated"));
-        assert!(re(
-            "The lodging limit is 750 yuan. Arm C: velorabine 50 mg; status: terminated"
-        ));
-        assert!(!re("Arm C: velorabine 50 mg; status: terminated; termination reason: liver enzymes. The lodging limit is 750 yuan."));
-        assert!(!re("The lodging limit is 750 yuan. The lodging limit is 750 yuan. The lodging limit is 750 yuan."));
-        assert!(!re("The limit is 75 yuan."));
-        assert!(!re("The lodging limit is 750"));
-        assert!(!re("status: terminated"));
-        assert!(!re("Arm B: velorabine 50 mg; status: terminated"));
+        let line = json!({"quote": "Arm A: calpetrant 70 mg; enrolled: 212.", "source_id": "NCT05550001",
+            "version": "r1", "line_start": 2, "line_end": 2});
+        let ranked = rank_citations(&[line], &question, &store, 4);
+        assert_eq!(ranked.len(), 1);
+        let refs: Vec<&Citable> = ranked.iter().collect();
+        let re = regex_lite(&span_pattern(&refs, 1));
+        assert!(
+            re("Arm A: calpetrant 70 mg; enrolled: 212."),
+            "{:?}",
+            ranked[0].spans
+        );
+        assert!(!re("Arm A: calpetrant 70 mg"));
+        assert!(!re("The arm enrolled 208."));
+        let superseded = Citable {
+            citation: json!({"version": "v1"}),
+            spans: vec!["The limit is 600 yuan.".into()],
+            superseded: true,
+        };
+        let re = regex_lite(&span_pattern(&[&superseded], 1));
+        assert!(re("v1 (superseded): The limit is 600 yuan."));
+        assert!(!re("The limit is 600 yuan."));
     }
 
     /// A tiny matcher for the test: the pattern is compiled by the `regex` engine the

@@ -1,0 +1,338 @@
+//! What counts as a word, a stem, an amount and a time: one reading, used by steering (which
+//! lines to offer), by the answer-relevance gate (whether a line answers the question) and
+//! by the question analysis both share. Two readings would give two answers to "is this
+//! word in the question?" within one run.
+
+/// Words that carry no content: they neither rank a line nor need to be quoted to be said.
+pub const FUNCTION_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "because",
+    "been", "before", "both", "but", "by", "can", "could", "did", "do", "does", "due", "each",
+    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "many",
+    "may", "me", "more", "most", "much", "my", "no", "none", "not", "of", "on", "one", "only",
+    "or", "other", "our", "over", "per", "should", "so", "such", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "two", "under", "up", "was",
+    "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will",
+    "with", "within", "would", "yes", "you", "your",
+];
+
+/// Whether `word` (any case) is a function word.
+#[must_use]
+pub fn is_function_word(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    FUNCTION_WORDS.contains(&lower.as_str())
+}
+
+/// The words of `text`, as written (letters and digits; everything else separates).
+#[must_use]
+pub fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// A crude stem, so `terminated` meets `termination` and `arms` meets `arm`: lower case,
+/// a plural `s` dropped, then the first five characters. A word with a digit is a name and
+/// is kept whole: `NCT04123456` must not meet `NCT04890123`.
+#[must_use]
+pub fn stem(word: &str) -> String {
+    let lower = word.to_lowercase();
+    if lower.chars().any(|c| c.is_ascii_digit()) {
+        return lower;
+    }
+    // An irregular verb meets its base form (`ran` meets `run`, `held` meets `hold`).
+    let lower = IRREGULAR
+        .iter()
+        .find(|(forms, _)| forms.split(' ').any(|f| f == lower))
+        .map_or(lower, |(_, base)| (*base).to_owned());
+    let singular = match lower.strip_suffix('s') {
+        Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
+        _ => lower.as_str(),
+    };
+    singular.chars().take(5).collect()
+}
+
+/// Irregular forms of common verbs and their base forms.
+const IRREGULAR: &[(&str, &str)] = &[
+    ("ran", "run"),
+    ("began begun", "begin"),
+    ("met", "meet"),
+    ("took taken", "take"),
+    ("gave given", "give"),
+    ("held", "hold"),
+    ("made", "make"),
+    ("went gone", "go"),
+    ("came", "come"),
+    ("found", "find"),
+    ("left", "leave"),
+    ("paid", "pay"),
+    ("sent", "send"),
+    ("spent", "spend"),
+    ("kept", "keep"),
+    ("told", "tell"),
+    ("said", "say"),
+    ("saw seen", "see"),
+    ("chose chosen", "choose"),
+    ("wrote written", "write"),
+    ("rose risen", "rise"),
+    ("fell fallen", "fall"),
+    ("grew grown", "grow"),
+    ("knew known", "know"),
+    ("shown", "show"),
+    ("brought", "bring"),
+    ("bought", "buy"),
+    ("led", "lead"),
+    ("felt", "feel"),
+    ("stood", "stand"),
+    ("won", "win"),
+    ("lost", "lose"),
+    ("sold", "sell"),
+    ("built", "build"),
+    ("drew drawn", "draw"),
+];
+
+/// The content words of `text`, stemmed, in order. A capital letter standing alone after
+/// the first word is a label (`Arm A`), not the article `a`.
+#[must_use]
+pub fn content_stems(text: &str) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, w)| {
+            let label = *i > 0 && w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase());
+            label || !is_function_word(w)
+        })
+        .map(|(_, w)| stem(w))
+        .collect()
+}
+
+/// Number words a text may spell an amount with.
+const NUMBER_WORDS: &[&str] = &[
+    "once", "twice", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "twenty", "thirty", "hundred", "thousand", "half", "dozen", "single", "double",
+];
+
+/// A text's tokens: runs between spaces, with the punctuation around them taken off.
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split_whitespace().map(|t| {
+        t.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')' | '[' | ']' | '"' | '\''))
+            .trim_end_matches(['.', '?', '!'])
+    })
+}
+
+/// The amounts `text` states, as written: numbers standing as numbers (`212`, `14.6%`,
+/// `1,500`, `3x`, the `40` of `40-week`) and number words, but not the digits of a name
+/// (`NCT04123456`, `VELA-2`, `v2`, `E04`), of a version (`version 2.1`) or of a date
+/// (`2025-04-11`).
+#[must_use]
+pub fn amounts(text: &str) -> Vec<String> {
+    amounts_with_units(text)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// [`amounts`], each with the stem of the word right after it when that word is its unit
+/// (`635 participants`, `26 weeks`; none for `212 in` or `61;`).
+#[must_use]
+pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
+    const VERSION_WORDS: [&str; 5] = ["version", "v", "ver", "rev", "revision"];
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let clean: Vec<&str> = tokens(text).collect();
+    let mut out = Vec::new();
+    for (i, token) in clean.iter().enumerate() {
+        let lower = token.to_lowercase();
+        if NUMBER_WORDS.contains(&lower.as_str()) {
+            out.push((lower, None));
+            continue;
+        }
+        let Some(number) = amount_of(token) else {
+            continue;
+        };
+        // The word right before, when nothing separates them (`Phase 3`, `week 16`).
+        let head = i
+            .checked_sub(1)
+            .map(|j| raw[j])
+            .filter(|w| w.chars().last().is_some_and(char::is_alphabetic))
+            .unwrap_or("");
+        // The word right after, when no punctuation separates them (`4 weeks`).
+        let next = if raw[i].chars().last().is_some_and(char::is_alphanumeric) {
+            clean.get(i + 1).copied().unwrap_or("")
+        } else {
+            ""
+        };
+        let label = !head.is_empty()
+            && !is_function_word(head)
+            && token.chars().all(|c| c.is_ascii_digit())
+            && (head.chars().next().is_some_and(char::is_uppercase)
+                || !next.chars().next().is_some_and(char::is_alphabetic));
+        if !label && !VERSION_WORDS.contains(&head.to_lowercase().as_str()) {
+            // `40-week` carries its unit in the token; `26 weeks` in the next word.
+            let glued = token
+                .split_once('-')
+                .map(|(_, u)| u)
+                .filter(|u| !u.is_empty() && u.chars().all(char::is_alphabetic));
+            let unit = glued.map(stem).or_else(|| {
+                (next.chars().all(char::is_alphabetic)
+                    && !next.is_empty()
+                    && !is_function_word(next))
+                .then(|| stem(next))
+            });
+            out.push((number, unit));
+        }
+    }
+    out
+}
+
+/// The number a token states as an amount, if it does: digits (with `,` and `.`), a sign
+/// or a currency sign before, `%`, `x` or a hyphenated unit (`40-week`) after.
+fn amount_of(token: &str) -> Option<String> {
+    let body = token.trim_start_matches(['-', '+', '~', '<', '>', '≤', '≥', '$', '€', '£', '¥']);
+    let digits: String = body
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
+        .collect();
+    if !digits.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let rest = &body[digits.len()..];
+    let unit_ok = rest.is_empty()
+        || matches!(rest, "%" | "x" | "×")
+        || rest
+            .strip_prefix('-')
+            .is_some_and(|u| !u.is_empty() && u.chars().all(char::is_alphabetic))
+        // `12mg`, `30cm`: a unit glued to the number.
+        || (rest.len() <= 3 && rest.chars().all(|c| c.is_ascii_lowercase()));
+    // A date (`2025-04-11`, `2025-04`) is a time, not an amount.
+    let date = rest.starts_with('-') && rest[1..].starts_with(|c: char| c.is_ascii_digit());
+    (unit_ok && !date).then(|| {
+        digits
+            .trim_end_matches(['.', ','])
+            .replace(',', "")
+            .to_owned()
+    })
+}
+
+/// The month names a time may be written with.
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// Units a numbered time point is written with (`week 24`, `12 weeks`).
+const TIME_UNITS: [&str; 10] = [
+    "week", "weeks", "day", "days", "month", "months", "year", "years", "quarter", "quarters",
+];
+
+/// The times `text` states, lower-cased: ISO dates (`2026-01-08`, `2026-01`), years, month
+/// names, quarters and numbered weeks, days or months (`week 24`, `12 weeks`).
+#[must_use]
+pub fn times(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let tokens = words(&lower);
+    let mut out: Vec<String> = Vec::new();
+    for t in text.split(|c: char| !(c.is_ascii_digit() || c == '-')) {
+        let parts: Vec<&str> = t.split('-').collect();
+        if parts.len() >= 2
+            && parts[0].len() == 4
+            && parts[1..].iter().all(|p| p.len() == 2)
+            && parts.iter().all(|p| p.chars().all(|c| c.is_ascii_digit()))
+        {
+            out.push(t.to_owned());
+        }
+    }
+    for (i, t) in tokens.iter().enumerate() {
+        let year = t.len() == 4
+            && t.chars().all(|c| c.is_ascii_digit())
+            && (t.starts_with("19") || t.starts_with("20"));
+        if year && !out.iter().any(|d| d.starts_with(t)) {
+            out.push((*t).to_owned());
+        }
+        if MONTHS.contains(t) {
+            out.push((*t).to_owned());
+        }
+        if let Some(next) = tokens.get(i + 1) {
+            let number = |w: &str| w.chars().all(|c| c.is_ascii_digit());
+            if (TIME_UNITS.contains(t) && number(next)) || (number(t) && TIME_UNITS.contains(next))
+            {
+                out.push(format!("{t} {next}"));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a text states a time (see [`times`]).
+#[must_use]
+pub fn states_time(text: &str) -> bool {
+    !times(text).is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_numbers_that_stand_as_numbers() {
+        assert_eq!(
+            amounts("with 212 in Arm A: calpetrant 70 mg (14.6%), a 40-week extension, 3x ULN"),
+            ["212", "70", "14.6", "40", "3"]
+        );
+        assert!(amounts("DOC-CAL-PROT-01: protocol synopsis, version 2.1 (NCT05550001), VELA-2, v2, on 2025-04-11").is_empty());
+        assert_eq!(amounts("1,500 mg taken twice"), ["1500", "twice"]);
+        // A number labelling a member of a series is not an amount.
+        assert!(amounts("a Phase 3 study, assessed at week 16, Arm 2").is_empty());
+        assert_eq!(amounts("every 4 weeks; enrolled: 41"), ["4", "41"]);
+        assert_eq!(
+            amounts_with_units("a 4-week period, 26 weeks, 61; 212 in"),
+            [
+                ("4".to_owned(), Some("week".to_owned())),
+                ("26".to_owned(), Some("week".to_owned())),
+                ("61".to_owned(), None),
+                ("212".to_owned(), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn times_are_dates_years_months_and_numbered_weeks() {
+        for line in [
+            "It met on 2026-01-08.",
+            "Dosing starts in March.",
+            "Assessed at week 24.",
+            "It ran 12 weeks.",
+            "Founded in 1998.",
+        ] {
+            assert!(states_time(line), "{line}");
+        }
+        for line in [
+            "It enrolled 212 participants.",
+            "Arm A: 10 mg.",
+            "NCT04123456 is completed.",
+        ] {
+            assert!(!states_time(line), "{line}");
+        }
+        assert_eq!(times("cutoff 2025-03-14, in 2025"), ["2025-03-14"]);
+    }
+
+    #[test]
+    fn stems_meet_their_inflections_but_ids_stay_whole() {
+        assert_eq!(stem("terminated"), stem("termination"));
+        assert_eq!(stem("arms"), stem("arm"));
+        assert_eq!(stem("ran"), stem("run"));
+        assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
+        assert_eq!(
+            content_stems("What does Arm A of the trial get?"),
+            ["arm", "a", "trial", "get"]
+        );
+    }
+}

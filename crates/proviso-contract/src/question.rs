@@ -1,0 +1,814 @@
+//! The question an answer must answer, read once per run: what kind of fact it asks for, its
+//! terms, the qualifiers that pick one member of a series (`Arm C`, `70 mg`, `week 16`), its
+//! subject (the names that tell one source from another) and whether it asks about a
+//! superseded version.
+//!
+//! The same reading serves two places, so that they cannot disagree: steering, which offers
+//! only answer spans that answer the question ([`Question::spans`]), and the evidence gate's
+//! answer-relevance rule ([`Question::judge`], code `off_question`), which rejects an answer
+//! whose cited lines or text do not.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::code::Code;
+use crate::evidence::SourceStore;
+use crate::lexicon::{
+    amounts, amounts_with_units, content_stems, is_function_word, stem, times, words,
+};
+use crate::rejection::{Location, Violation};
+
+/// The kind of fact a question asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AnswerKind {
+    /// How many, how much, how long, a limit or a dose: the answer states an amount.
+    Quantity,
+    /// When, since or until when, what date: the answer states a time.
+    Time,
+    /// Who: the answer states a name.
+    Person,
+    /// Where, which city or country: the answer states a name.
+    Place,
+    /// Why: the answer states a cause, when the lines give one.
+    Reason,
+    /// A question answered yes or no, by a line that settles it.
+    YesNo,
+    /// What or which thing.
+    Thing,
+}
+
+impl AnswerKind {
+    /// The kind of fact `question` asks for.
+    #[must_use]
+    pub fn of(question: &str) -> Self {
+        let q = question.to_lowercase();
+        let w = words(&q);
+        let first = w.first().copied().unwrap_or("");
+        let has = |k: &str| q.contains(k);
+        let quantity = [
+            "how many",
+            "how much",
+            "how long",
+            "how often",
+            "how old",
+            "how far",
+            "how large",
+            "how big",
+            "how high",
+            "how low",
+            "within how",
+            "by how",
+            "what percentage",
+            "what proportion",
+            "what share",
+            "what fraction",
+            "number of",
+        ];
+        let time = [
+            "what date",
+            "which date",
+            "what year",
+            "which year",
+            "what day",
+            "which day",
+            "what month",
+            "which month",
+            "what time",
+            "since when",
+            "until when",
+            "until what date",
+            "by when",
+            "how soon",
+            "date of",
+        ];
+        // `What is the … limit`: a measure asked for by name.
+        let measure = [
+            "limit",
+            "cap",
+            "amount",
+            "maximum",
+            "minimum",
+            "dose",
+            "cost",
+            "price",
+            "fee",
+            "allowance",
+            "rate",
+            "deadline",
+            "duration",
+            "temperature",
+            "pressure",
+            "capacity",
+            "size",
+        ];
+        let asks_what = ["what", "which"].contains(&first)
+            || q.starts_with("what's")
+            || w.get(1).is_some_and(|s| ["what", "which"].contains(s));
+        if first == "when" || time.iter().any(|k| has(k)) {
+            Self::Time
+        } else if quantity.iter().any(|k| has(k))
+            || (asks_what && w.iter().any(|t| measure.contains(t)))
+        {
+            Self::Quantity
+        } else if ["who", "whom", "whose"].contains(&first)
+            || has("which person")
+            || has("which company")
+        {
+            Self::Person
+        } else if first == "where"
+            || w.windows(2).any(|p| {
+                ["which", "what"].contains(&p[0])
+                    && ["citie", "city", "count", "place", "locat", "regio", "addre"]
+                        .contains(&stem(p[1]).as_str())
+            })
+        {
+            Self::Place
+        } else if first == "why" || has("what reason") || has("what caused") {
+            Self::Reason
+        } else if [
+            "is", "are", "does", "do", "did", "can", "could", "was", "were", "has", "have", "will",
+            "would", "should", "must", "may",
+        ]
+        .contains(&first)
+        {
+            Self::YesNo
+        } else {
+            Self::Thing
+        }
+    }
+
+    /// The stable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Quantity => "quantity",
+            Self::Time => "time",
+            Self::Person => "person",
+            Self::Place => "place",
+            Self::Reason => "reason",
+            Self::YesNo => "yes_no",
+            Self::Thing => "thing",
+        }
+    }
+
+    /// Whether the answer must state a token of this kind (an amount, a time, a name).
+    fn needs_token(self) -> bool {
+        matches!(
+            self,
+            Self::Quantity | Self::Time | Self::Person | Self::Place
+        )
+    }
+}
+
+/// A qualifier of a question: what picks one member of a series the sources describe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "qualifier", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Qualifier {
+    /// A labelled member: `Arm C`, `week 16`, `phase 3` (the head's stem, the label).
+    Label {
+        /// The stem of the word before the label.
+        head: String,
+        /// The label, lower case.
+        value: String,
+    },
+    /// An amount with its unit: `70 mg`, `40-week` (the number, the unit's stem).
+    Amount {
+        /// The number as written.
+        value: String,
+        /// The stem of the unit.
+        unit: String,
+    },
+}
+
+impl Qualifier {
+    /// Every qualifier-shaped pair in `text`, read over whitespace tokens so that an id
+    /// (`VELA-2`, `PASI-75`) is never a label: a word and a capital letter or a short
+    /// number (`Arm C`, `week 16`), and a number and its unit (`70 mg`, `40-week`).
+    fn all_in(text: &str) -> Vec<Self> {
+        let tokens: Vec<&str> = text
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-'))
+            .map(|t| t.trim_matches('-'))
+            .collect();
+        let word = |s: &str| {
+            s.chars().count() >= 2 && s.chars().all(char::is_alphabetic) && !is_function_word(s)
+        };
+        let number =
+            |s: &str| !s.is_empty() && s.len() <= 6 && s.chars().all(|c| c.is_ascii_digit());
+        let mut out = Vec::new();
+        for (i, a) in tokens.iter().enumerate() {
+            let b = tokens.get(i + 1).copied().unwrap_or("");
+            let letter = b.len() == 1 && b.chars().all(|c| c.is_ascii_uppercase());
+            if word(a) && (letter || (number(b) && b.len() <= 3)) {
+                out.push(Self::Label {
+                    head: stem(a),
+                    value: b.to_lowercase(),
+                });
+            }
+            // `70 mg`, or `40-week` written as one token.
+            let (value, unit) = match a.split_once('-') {
+                Some((n, u)) if number(n) && word(u) => (n, u),
+                _ => (*a, b),
+            };
+            if number(value) && word(unit) {
+                out.push(Self::Amount {
+                    value: value.trim_start_matches('0').to_owned(),
+                    unit: stem(unit),
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether two qualifiers are members of the same series (same head, or same unit).
+    fn same_series(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Label { head: a, .. }, Self::Label { head: b, .. }) => a == b,
+            (Self::Amount { unit: a, .. }, Self::Amount { unit: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Label { head, value } => format!("`{head}… {value}`"),
+            Self::Amount { value, unit } => format!("`{value} {unit}…`"),
+        }
+    }
+}
+
+/// Words that name a superseded version.
+const EARLIER: &[&str] = &[
+    "earlier",
+    "previous",
+    "prior",
+    "old",
+    "older",
+    "original",
+    "superseded",
+    "former",
+    "outdated",
+    "replaced",
+    "expired",
+];
+
+/// Words that mark a clause giving a cause.
+const REASON_MARKS: &[&str] = &[
+    "reason",
+    "because",
+    "due",
+    "owing",
+    "since",
+    "following",
+    "result",
+    "caused",
+    "stopped",
+    "therefore",
+];
+
+/// A question, read for what its answer must state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Question {
+    text: String,
+    kind: AnswerKind,
+    terms: Vec<String>,
+    qualifiers: Vec<Qualifier>,
+    ids: Vec<String>,
+    names: Vec<(String, f64)>,
+    common: BTreeSet<String>,
+    earlier: bool,
+}
+
+impl Question {
+    /// Reads `question` against the sources of `store`: qualifiers are kept only when some
+    /// source states them (a `650-yuan room` is the asker's, not a member of a series), and
+    /// the subject is the question's ids and the words few sources' titles and texts state.
+    #[must_use]
+    pub fn new(question: &str, store: &SourceStore) -> Self {
+        let mut terms: Vec<String> = Vec::new();
+        for s in content_stems(question) {
+            if !terms.contains(&s) {
+                terms.push(s);
+            }
+        }
+        let lower = question.to_lowercase();
+        // Per source, over all its versions: its stems, its title's stems, its lower text.
+        let mut sources: std::collections::BTreeMap<
+            &str,
+            (BTreeSet<String>, BTreeSet<String>, String),
+        > = std::collections::BTreeMap::new();
+        let mut superseded: Vec<&str> = Vec::new();
+        for d in store.documents() {
+            let entry = sources.entry(d.source_id()).or_default();
+            for line in d.lines() {
+                entry.0.extend(content_stems(line));
+                entry.2.push_str(&line.to_lowercase());
+                entry.2.push('\n');
+            }
+            if let Some(title) = d.lines().iter().find(|l| !l.trim().is_empty()) {
+                entry.1.extend(content_stems(title));
+            }
+            if !d.in_force() {
+                superseded.push(d.version());
+            }
+        }
+        let stated = |q: &Qualifier| {
+            store.documents().any(|d| {
+                d.lines()
+                    .iter()
+                    .any(|l| Qualifier::all_in(l).iter().any(|s| s == q))
+            })
+        };
+        let mut qualifiers: Vec<Qualifier> = Vec::new();
+        for q in Qualifier::all_in(question) {
+            if !qualifiers.contains(&q) && stated(&q) {
+                qualifiers.push(q);
+            }
+        }
+        // Ids: tokens with a letter and a digit (`NCT05550001`, `VELA-2`, `E04`) that a
+        // source states.
+        let ids: Vec<String> = question
+            .split_whitespace()
+            .map(|t| {
+                t.trim_matches(|c: char| !c.is_alphanumeric())
+                    .trim_end_matches("'s")
+                    .to_lowercase()
+            })
+            .filter(|t| {
+                t.chars().any(|c| c.is_ascii_digit())
+                    && t.chars().any(char::is_alphabetic)
+                    && sources.values().any(|s| s.2.contains(t.as_str()))
+            })
+            .collect();
+        let limit = (sources.len() / 4).max(1);
+        let names: Vec<(String, f64)> = if sources.len() < 4 {
+            Vec::new()
+        } else {
+            terms
+                .iter()
+                .filter(|t| !t.chars().any(|c| c.is_ascii_digit()) && t.chars().count() >= 3)
+                .filter_map(|t| {
+                    let in_text = sources.values().filter(|s| s.0.contains(t)).count();
+                    let in_title = sources.values().filter(|s| s.1.contains(t)).count();
+                    (in_title > 0 && in_text > 0 && in_text <= limit)
+                        .then(|| (t.clone(), 1.0 / in_text as f64))
+                })
+                .collect()
+        };
+        // Words at least half of the sources state: the domain's, not a question's.
+        let common: BTreeSet<String> = if sources.len() < 4 {
+            BTreeSet::new()
+        } else {
+            terms
+                .iter()
+                .filter(|t| {
+                    sources.values().filter(|s| s.0.contains(*t)).count() * 2 >= sources.len()
+                })
+                .cloned()
+                .collect()
+        };
+        let tokens = words(&lower);
+        let earlier = tokens.iter().any(|t| EARLIER.contains(t))
+            || lower.contains("first version")
+            || superseded.iter().any(|v| {
+                let v = v.to_lowercase();
+                question
+                    .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '?'))
+                    .any(|t| {
+                        let t = t.to_lowercase();
+                        t == v || t.ends_with(&format!("-{v}"))
+                    })
+            });
+        Self {
+            text: question.to_owned(),
+            kind: AnswerKind::of(question),
+            terms,
+            qualifiers,
+            ids,
+            names,
+            common,
+            earlier,
+        }
+    }
+
+    /// The question as asked.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The kind of fact asked for.
+    #[must_use]
+    pub fn kind(&self) -> AnswerKind {
+        self.kind
+    }
+
+    /// The question's content words, stemmed, each once, in order.
+    #[must_use]
+    pub fn terms(&self) -> &[String] {
+        &self.terms
+    }
+
+    /// The qualifiers the answer must state (and whose siblings it must not).
+    #[must_use]
+    pub fn qualifiers(&self) -> &[Qualifier] {
+        &self.qualifiers
+    }
+
+    /// The words that name the question's subject, each with its weight (the rarer, the
+    /// heavier), and the ids it names.
+    #[must_use]
+    pub fn subject(&self) -> (&[String], &[(String, f64)]) {
+        (&self.ids, &self.names)
+    }
+
+    /// Whether the question asks about an earlier, previous or superseded version (or
+    /// names a version that is no longer in force), so that its lines may be cited.
+    #[must_use]
+    pub fn asks_earlier_version(&self) -> bool {
+        self.earlier
+    }
+
+    /// Whether a source is about the question's subject: it states every id the question
+    /// names, or, without one, at least half the weight of its subject words (a rare word
+    /// may be missing; the drug's name may not).
+    #[must_use]
+    pub fn on_subject(&self, store: &SourceStore, source_id: &str) -> bool {
+        if self.ids.is_empty() && self.names.is_empty() {
+            return true;
+        }
+        let versions = store.versions(source_id);
+        let mut stems: BTreeSet<String> = BTreeSet::new();
+        let mut text = String::new();
+        for d in versions {
+            for line in d.lines() {
+                stems.extend(content_stems(line));
+                text.push_str(&line.to_lowercase());
+                text.push('\n');
+            }
+        }
+        if !self.ids.is_empty() {
+            return self.ids.iter().all(|id| text.contains(id.as_str()));
+        }
+        let total: f64 = self.names.iter().map(|(_, w)| w).sum();
+        let stated: f64 = self
+            .names
+            .iter()
+            .filter(|(s, _)| stems.contains(s))
+            .map(|(_, w)| w)
+            .sum();
+        stated * 2.0 >= total
+    }
+
+    /// Why `text` does not answer the question, or `None` when it does: it states every
+    /// qualifier and no sibling of one (`Arm B` when `Arm C` was asked), a token of the
+    /// asked kind that the question does not already hold (an amount, a time, a name), and
+    /// something the question does not say.
+    #[must_use]
+    pub fn misses(&self, text: &str) -> Option<String> {
+        let stated = Qualifier::all_in(text);
+        for q in &self.qualifiers {
+            if !stated.contains(q) {
+                return Some(format!("it does not state {}", q.describe()));
+            }
+        }
+        for s in &stated {
+            let sibling = self
+                .qualifiers
+                .iter()
+                .any(|q| q.same_series(s) && !self.qualifiers.contains(s));
+            if sibling {
+                return Some(format!(
+                    "it also states {}, which the question does not ask about",
+                    s.describe()
+                ));
+            }
+        }
+        let asked_amounts = amounts(&self.text);
+        let asked_times = times(&self.text);
+        let asked: BTreeSet<&String> = self.terms.iter().collect();
+        match self.kind {
+            AnswerKind::Quantity => {
+                // "How many participants": an amount of something else (`26 weeks`) does
+                // not answer it.
+                let lower = self.text.to_lowercase();
+                let counted: Option<String> = lower
+                    .split("how many ")
+                    .nth(1)
+                    .and_then(|rest| words(rest).first().map(|w| stem(w)));
+                let fits = |unit: &Option<String>| match (unit, &counted) {
+                    (Some(u), Some(c)) => u == c,
+                    _ => true,
+                };
+                if !amounts_with_units(text)
+                    .iter()
+                    .any(|(a, unit)| !asked_amounts.contains(a) && fits(unit))
+                {
+                    return Some("the question asks for an amount, and it states none".into());
+                }
+            }
+            AnswerKind::Time if !times(text).iter().any(|t| !asked_times.contains(t)) => {
+                return Some("the question asks for a time, and it states none".into());
+            }
+            AnswerKind::Person | AnswerKind::Place => {
+                let named = words(text).iter().skip(1).any(|w| {
+                    w.chars().count() >= 2
+                        && w.chars().next().is_some_and(char::is_uppercase)
+                        && w.chars().skip(1).any(char::is_lowercase)
+                        && !is_function_word(w)
+                        && !asked.contains(&stem(w))
+                });
+                if !named {
+                    return Some("the question asks for a name, and it states none".into());
+                }
+            }
+            _ => {}
+        }
+        let stems = content_stems(text);
+        let new = stems
+            .iter()
+            .any(|s| !asked.contains(s) && s.chars().count() >= 2);
+        if !new {
+            return Some("it only restates the question".into());
+        }
+        // What the question asks beyond its subject (`sites` in "How many sites does
+        // CALM-PREVENT have?") must be in the answer: a line that only shares the subject
+        // says something about it, but not what was asked.
+        let beyond: Vec<&String> = self
+            .terms
+            .iter()
+            .filter(|t| {
+                !self.names.iter().any(|(n, _)| n == *t)
+                    && !self.ids.iter().any(|id| content_stems(id).contains(t))
+            })
+            .collect();
+        // A word most sources use (`study`, `policy`) shows nothing was answered; when the
+        // question has rarer ones, one of those must be stated.
+        let telling: Vec<&String> = beyond
+            .iter()
+            .filter(|t| !self.common.contains(**t))
+            .copied()
+            .collect();
+        let beyond = if telling.is_empty() { beyond } else { telling };
+        // A question whose qualifiers the text states (`Arm A`) already has what it asks
+        // about pinned down.
+        let pinned = !self.qualifiers.is_empty();
+        if !pinned && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
+            return Some("it states none of what the question asks beyond its subject".into());
+        }
+        None
+    }
+
+    /// The spans of `line` that answer the question (see [`Question::misses`]), best first:
+    /// runs of its clauses (cut at `; `, `, ` and sentence ends), ranked by how many of the
+    /// question's words they state, then, for an amount, a time or a name, the shortest,
+    /// and otherwise the longest (the whole fact, with its context).
+    #[must_use]
+    pub fn spans(&self, line: &str) -> Vec<String> {
+        let clauses = clauses(line);
+        let mut found: Vec<(usize, usize, &str)> = Vec::new();
+        for i in 0..clauses.len() {
+            for j in i..clauses.len() {
+                let span = line[clauses[i].0..clauses[j].1].trim();
+                if span.is_empty() || self.misses(span).is_some() {
+                    continue;
+                }
+                let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
+                let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2;
+                if self.kind == AnswerKind::Reason
+                    && words(&span.to_lowercase())
+                        .iter()
+                        .any(|w| REASON_MARKS.contains(w))
+                {
+                    covered += 3;
+                }
+                found.push((covered, span.len(), span));
+            }
+        }
+        let short = self.kind.needs_token();
+        found.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(if short { a.1.cmp(&b.1) } else { b.1.cmp(&a.1) })
+        });
+        let mut out: Vec<String> = Vec::new();
+        for (_, _, span) in found {
+            if !out.iter().any(|o| o == span) {
+                out.push(span.to_owned());
+            }
+        }
+        out
+    }
+
+    /// The answer-relevance rule: every cited line is about the question's subject, a
+    /// superseded version is cited only when the question asks about one and the answer
+    /// names it, and the answer text answers the question (see [`Question::misses`]).
+    /// `cited` holds each citation's source, version and quoted text; `text` is the
+    /// answer's text (the quotes themselves when the answer has none).
+    #[must_use]
+    pub fn judge(
+        &self,
+        text: &str,
+        cited: &[(&str, &str, &str)],
+        store: &SourceStore,
+        at: &str,
+    ) -> Vec<Violation> {
+        let violation = |message: String, pointer: String| Violation {
+            code: Code::OffQuestion,
+            keyword: None,
+            message,
+            location: Location::instance(pointer),
+        };
+        let mut out = Vec::new();
+        for (i, (source, version, _)) in cited.iter().enumerate() {
+            if !self.on_subject(store, source) {
+                out.push(violation(
+                    format!(
+                        "citation {i} is from `{source}`, which is not about what the question names"
+                    ),
+                    format!("{at}/{i}/source_id"),
+                ));
+            }
+            let superseded = store
+                .versions(source)
+                .iter()
+                .any(|d| d.version() == *version && !d.in_force());
+            if superseded && !text.contains(version) {
+                out.push(violation(
+                    format!("citation {i} is from `{source}` {version}, which is no longer in force, and the answer does not say so"),
+                    format!("{at}/{i}/version"),
+                ));
+            }
+        }
+        if let Some(why) = self.misses(text) {
+            out.push(violation(
+                format!("the answer does not answer \"{}\": {why}", self.text),
+                String::new(),
+            ));
+        }
+        out
+    }
+}
+
+/// The clauses of a line, as byte ranges: cut at `; `, `, ` and a full stop followed by a
+/// space.
+fn clauses(line: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        if matches!(bytes[i], b';' | b',' | b'.') && bytes[i + 1] == b' ' {
+            // A decimal or thousands separator is followed by a digit, not a space, so
+            // `1,500` and `2.5` never cut.
+            out.push((start, i + usize::from(bytes[i] == b'.')));
+            start = i + 2;
+            i += 2;
+            continue;
+        }
+        i += 1;
+    }
+    out.push((start, line.len()));
+    out.retain(|(a, b)| a < b);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::SourceDocument;
+
+    fn store() -> SourceStore {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("CAL", "CALM-PREVENT press release on calpetrant\nIt has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.\nThe DSMB met on 2025-02-18."),
+            ("LUM", "Lumeditan nasal spray study\nArm A: lumeditan 5 mg; enrolled: 96."),
+            ("VEL", "Velorabine protocol\nArm C: velorabine 50 mg; status: terminated; termination reason: elevated liver enzymes."),
+            ("TES", "Tesoglutide letter\nSigned by Dr. Helena Osei, Head of Clinical Development."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        store
+            .insert(SourceDocument::new(
+                "POL",
+                "v1",
+                false,
+                "Policy\nThe limit is 600 yuan.",
+            ))
+            .unwrap();
+        store
+            .insert(SourceDocument::new(
+                "POL",
+                "v2",
+                true,
+                "Policy\nThe limit is 750 yuan.",
+            ))
+            .unwrap();
+        store
+    }
+
+    #[test]
+    fn kinds_are_read_from_the_question() {
+        for (q, kind) in [
+            (
+                "How many participants are in the 70 mg arm?",
+                AnswerKind::Quantity,
+            ),
+            (
+                "What is the lodging limit in Beijing?",
+                AnswerKind::Quantity,
+            ),
+            ("When did the DSMB meet?", AnswerKind::Time),
+            ("On what date was it presented?", AnswerKind::Time),
+            (
+                "Who is the Head of Clinical Development?",
+                AnswerKind::Person,
+            ),
+            ("Why was the 50 mg arm closed?", AnswerKind::Reason),
+            ("Is breakfast included?", AnswerKind::YesNo),
+            ("What disease does it treat?", AnswerKind::Thing),
+            ("In which cities are the sites?", AnswerKind::Place),
+        ] {
+            assert_eq!(AnswerKind::of(q), kind, "{q}");
+        }
+    }
+
+    #[test]
+    fn spans_state_the_qualifier_and_the_asked_kind_and_no_sibling() {
+        let store = store();
+        let q = Question::new(
+            "How many participants are enrolled in the calpetrant 70 mg arm?",
+            &store,
+        );
+        assert!(q.qualifiers().contains(&Qualifier::Amount {
+            value: "70".into(),
+            unit: "mg".into()
+        }));
+        let spans = q.spans("It has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.");
+        assert!(!spans.is_empty());
+        for s in &spans {
+            assert!(
+                s.contains("212") && !s.contains("208") && !s.contains("140"),
+                "{s}"
+            );
+        }
+        // A line about the subject that states no amount does not answer.
+        assert!(q
+            .spans("CALM-PREVENT press release on calpetrant")
+            .is_empty());
+        // A time, a name.
+        let when = Question::new("When did the CALM-PREVENT DSMB meet?", &store);
+        assert_eq!(
+            when.spans("The DSMB met on 2025-02-18."),
+            ["The DSMB met on 2025-02-18."]
+        );
+        let who = Question::new("Who is the Head of Clinical Development?", &store);
+        assert!(
+            who.spans("Signed by Dr. Helena Osei, Head of Clinical Development.")[0]
+                .contains("Osei")
+        );
+        assert!(who.spans("Head of Clinical Development.").is_empty());
+    }
+
+    #[test]
+    fn the_relevance_rule_rejects_an_off_question_citation() {
+        let store = store();
+        let q = Question::new("What is given in Arm A of the lumeditan study?", &store);
+        let off = "It has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.";
+        let v = q.judge(off, &[("CAL", "v1", off)], &store, "/citations");
+        assert!(v.iter().any(|v| v.code == Code::OffQuestion), "{v:?}");
+        let on = "Arm A: lumeditan 5 mg";
+        assert!(q
+            .judge(
+                on,
+                &[("LUM", "v1", "Arm A: lumeditan 5 mg; enrolled: 96.")],
+                &store,
+                "/citations"
+            )
+            .is_empty());
+    }
+
+    #[test]
+    fn a_superseded_version_is_asked_for_and_must_be_named() {
+        let store = store();
+        let q = Question::new("What was the limit under the previous policy?", &store);
+        assert!(q.asks_earlier_version());
+        assert!(!Question::new("What is the limit now?", &store).asks_earlier_version());
+        assert!(Question::new("What did the v1 policy say?", &store).asks_earlier_version());
+        let line = "The limit is 600 yuan.";
+        assert!(!q
+            .judge(line, &[("POL", "v1", line)], &store, "/c")
+            .is_empty());
+        assert!(q
+            .judge(
+                "v1 (superseded): The limit is 600 yuan.",
+                &[("POL", "v1", line)],
+                &store,
+                "/c"
+            )
+            .is_empty());
+    }
+}
