@@ -542,8 +542,9 @@ impl Question {
             .terms
             .iter()
             .filter(|t| {
-                !self.names.iter().any(|(n, _)| n == *t)
-                    && !self.ids.iter().any(|id| content_stems(id).contains(t))
+                // The subject is the question's ids when it names one, else its rare names.
+                let named = self.ids.is_empty() && self.names.iter().any(|(n, _)| n == *t);
+                !named && !self.ids.iter().any(|id| content_stems(id).contains(t))
             })
             .collect();
         // A word most sources use (`study`, `policy`) shows nothing was answered; when the

@@ -102,10 +102,12 @@ pub struct TrialCorpus {
     index: TextIndex,
 }
 
-/// A trial record as lines: a summary line, then one line per arm.
+/// A trial record as lines: a summary line, then one line per arm. Each field is written
+/// with its name (`condition: …`), as a record states it, so that a question naming the
+/// field finds the line.
 fn record_lines(t: &Trial) -> Vec<String> {
     let mut lines = vec![format!(
-        "{} ({}) studies {}; {}; sponsor: {}; status: {}.",
+        "{}: title: {}; condition: {}; phase: {}; sponsor: {}; status: {}.",
         t.trial_id,
         t.title,
         t.condition.to_lowercase(),
