@@ -44,6 +44,11 @@ pub fn stem(word: &str) -> String {
         .iter()
         .find(|(forms, _)| forms.split(' ').any(|f| f == lower))
         .map_or(lower, |(_, base)| (*base).to_owned());
+    // `studies` meets `study`, `cities` meets `city`.
+    let lower = match lower.strip_suffix("ies") {
+        Some(rest) if rest.chars().count() >= 2 => format!("{rest}y"),
+        _ => lower,
+    };
     let singular = match lower.strip_suffix('s') {
         Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
         _ => lower.as_str(),
@@ -329,6 +334,7 @@ mod tests {
         assert_eq!(stem("terminated"), stem("termination"));
         assert_eq!(stem("arms"), stem("arm"));
         assert_eq!(stem("ran"), stem("run"));
+        assert_eq!(stem("studies"), stem("Study"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
         assert_eq!(
             content_stems("What does Arm A of the trial get?"),

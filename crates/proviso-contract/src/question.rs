@@ -538,13 +538,23 @@ impl Question {
         // What the question asks beyond its subject (`sites` in "How many sites does
         // CALM-PREVENT have?") must be in the answer: a line that only shares the subject
         // says something about it, but not what was asked.
+        // The word after `which` or `what` names the kind of thing asked for (`which
+        // trial`), which the answer need not repeat.
+        let lower = self.text.to_lowercase();
+        let asked_words = words(&lower);
+        let answer_type: Option<String> = asked_words
+            .windows(2)
+            .find(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
+            .map(|p| stem(p[1]));
         let beyond: Vec<&String> = self
             .terms
             .iter()
             .filter(|t| {
                 // The subject is the question's ids when it names one, else its rare names.
                 let named = self.ids.is_empty() && self.names.iter().any(|(n, _)| n == *t);
-                !named && !self.ids.iter().any(|id| content_stems(id).contains(t))
+                !named
+                    && !self.ids.iter().any(|id| content_stems(id).contains(t))
+                    && answer_type.as_ref() != Some(*t)
             })
             .collect();
         // A word most sources use (`study`, `policy`) shows nothing was answered; when the
@@ -558,7 +568,8 @@ impl Question {
         // A question whose qualifiers the text states (`Arm A`) already has what it asks
         // about pinned down.
         let pinned = !self.qualifiers.is_empty();
-        if !pinned && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
+        let typed = answer_type.as_ref().is_some_and(|t| stems.contains(t));
+        if !pinned && !typed && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
