@@ -113,7 +113,7 @@ pub fn content_stems(text: &str) -> Vec<String> {
 /// Number words a text may spell an amount with.
 const NUMBER_WORDS: &[&str] = &[
     "once", "twice", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-    "twelve", "twenty", "thirty", "hundred", "thousand", "half", "dozen", "single", "double",
+    "twelve", "twenty", "thirty", "hundred", "thousand", "half", "dozen",
 ];
 
 /// A text's tokens: runs between spaces, with the punctuation around them taken off.

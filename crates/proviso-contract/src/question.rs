@@ -280,6 +280,7 @@ pub struct Question {
     ids: Vec<String>,
     names: Vec<(String, f64)>,
     common: BTreeSet<String>,
+    alternatives: Vec<String>,
     earlier: bool,
 }
 
@@ -371,6 +372,25 @@ impl Question {
                 .cloned()
                 .collect()
         };
+        // The two sides of an `A or B` question, when the sources state one of them.
+        let alternatives: Vec<String> = {
+            let w = words(&lower);
+            let sides: Vec<String> = w
+                .windows(3)
+                .filter(|w| w[1] == "or")
+                .flat_map(|w| [w[0], w[2]])
+                .filter(|w| !is_function_word(w))
+                .map(stem)
+                .collect();
+            if sides
+                .iter()
+                .any(|a| sources.values().any(|s| s.0.contains(a)))
+            {
+                sides
+            } else {
+                Vec::new()
+            }
+        };
         let tokens = words(&lower);
         let earlier = tokens.iter().any(|t| EARLIER.contains(t))
             || lower.contains("first version")
@@ -391,6 +411,7 @@ impl Question {
             ids,
             names,
             common,
+            alternatives,
             earlier,
         }
     }
@@ -542,10 +563,37 @@ impl Question {
         // trial`), which the answer need not repeat.
         let lower = self.text.to_lowercase();
         let asked_words = words(&lower);
-        let answer_type: Option<String> = asked_words
+        let mut answer_type: Vec<String> = Vec::new();
+        if let Some(i) = asked_words
             .windows(2)
-            .find(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
-            .map(|p| stem(p[1]));
+            .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
+        {
+            answer_type.push(stem(asked_words[i + 1]));
+            // `what kind of drug`: the drug is the kind of thing asked for too.
+            if ["kind", "type", "sort", "form", "class"].contains(&asked_words[i + 1])
+                && asked_words.get(i + 2) == Some(&"of")
+            {
+                if let Some(w) = asked_words.get(i + 3) {
+                    answer_type.push(stem(w));
+                }
+            }
+        }
+        // The word right before an id names what the id is (`trial NCT05234567`): part of
+        // the subject, not of what is asked.
+        let raw: Vec<String> = self
+            .text
+            .split_whitespace()
+            .map(|t| {
+                t.trim_matches(|c: char| !c.is_alphanumeric())
+                    .trim_end_matches("'s")
+                    .to_lowercase()
+            })
+            .collect();
+        let id_types: Vec<String> = raw
+            .windows(2)
+            .filter(|w| self.ids.contains(&w[1]) && !is_function_word(&w[0]))
+            .map(|w| stem(&w[0]))
+            .collect();
         let beyond: Vec<&String> = self
             .terms
             .iter()
@@ -554,7 +602,8 @@ impl Question {
                 let named = self.ids.is_empty() && self.names.iter().any(|(n, _)| n == *t);
                 !named
                     && !self.ids.iter().any(|id| content_stems(id).contains(t))
-                    && answer_type.as_ref() != Some(*t)
+                    && !answer_type.contains(*t)
+                    && !id_types.contains(*t)
             })
             .collect();
         // A word most sources use (`study`, `policy`) shows nothing was answered; when the
@@ -568,8 +617,13 @@ impl Question {
         // A question whose qualifiers the text states (`Arm A`) already has what it asks
         // about pinned down.
         let pinned = !self.qualifiers.is_empty();
-        let typed = answer_type.as_ref().is_some_and(|t| stems.contains(t));
-        if !pinned && !typed && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
+
+        // "Per person or per room?": the answer states one of the alternatives.
+        let alternatives = &self.alternatives;
+        if !alternatives.is_empty() && !alternatives.iter().any(|a| stems.contains(a)) {
+            return Some("the question asks which of two, and it states neither".into());
+        }
+        if !pinned && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
