@@ -49,6 +49,17 @@ pub fn stem(word: &str) -> String {
         Some(rest) if rest.chars().count() >= 2 => format!("{rest}y"),
         _ => lower,
     };
+    // `opened` meets `open`, `testing` meets `test`: a verb ending goes when a word of
+    // three letters or more remains.
+    let lower = ["ing", "ed"]
+        .iter()
+        .find_map(|suffix| {
+            lower
+                .strip_suffix(suffix)
+                .filter(|rest| rest.chars().count() >= 3)
+                .map(str::to_owned)
+        })
+        .unwrap_or(lower);
     let singular = match lower.strip_suffix('s') {
         Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
         _ => lower.as_str(),
@@ -335,6 +346,9 @@ mod tests {
         assert_eq!(stem("arms"), stem("arm"));
         assert_eq!(stem("ran"), stem("run"));
         assert_eq!(stem("studies"), stem("Study"));
+        assert_eq!(stem("opened"), stem("open"));
+        assert_eq!(stem("enrolled"), stem("enrollment"));
+        assert_eq!(stem("testing"), stem("tests"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
         assert_eq!(
             content_stems("What does Arm A of the trial get?"),

@@ -330,9 +330,12 @@ pub(crate) fn next_read(
             let object = Value::Object(arguments.clone());
             let mut values = Vec::new();
             strings(&object, &mut values);
-            !ran && values
-                .iter()
-                .any(|v| !store.versions(v).is_empty() && about(v))
+            // A read names sources (and their versions), nothing else: a call that also
+            // carries free text is a lookup, not a read.
+            let source = |v: &&str| !store.versions(v).is_empty();
+            let version = |v: &&str| store.documents().any(|d| d.version() == *v);
+            !ran && values.iter().any(|v| source(v) && about(v))
+                && values.iter().all(|v| source(v) || version(v))
         });
         if let Some(arguments) = pick {
             return Some((name.clone(), arguments));
