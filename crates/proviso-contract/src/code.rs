@@ -17,8 +17,9 @@ macro_rules! codes {
     ($( $(#[$doc:meta])* $variant:ident => $text:literal, )*) => {
         /// A stable, machine-readable rejection code.
         ///
-        /// Two codes are equal when their wire strings are equal, so a code declared by a
-        /// rule as `"type_mismatch"` equals [`Code::TypeMismatch`].
+        /// Two codes are equal when their wire strings are equal. A contract cannot declare
+        /// a built-in code for its own rule ([`Code::declared`] refuses it when the
+        /// contract is loaded), so a declared code never equals a built-in one.
         #[derive(Debug, Clone)]
         #[non_exhaustive]
         pub enum Code {
@@ -50,6 +51,16 @@ macro_rules! codes {
                     $( $text => Self::$variant, )*
                     other if other.starts_with("schema_") => Self::Keyword(other.into()),
                     other => Self::Declared(other.into()),
+                }
+            }
+
+            /// A code declared by a contract's author: `None` when `text` is one proviso
+            /// defines (or a `schema_` keyword code), which an author may not impersonate.
+            #[must_use]
+            pub fn declared(text: &str) -> Option<Self> {
+                match Self::parse(text) {
+                    declared @ Self::Declared(_) => Some(declared),
+                    _ => None,
                 }
             }
 
@@ -370,5 +381,9 @@ mod tests {
             Code::parse("reversed_line_range"),
             Code::Declared(_)
         ));
+        // An author's code may not impersonate a built-in one.
+        assert!(Code::declared("reversed_line_range").is_some());
+        assert!(Code::declared("type_mismatch").is_none());
+        assert!(Code::declared("schema_dependent_required").is_none());
     }
 }

@@ -142,7 +142,15 @@ pub(crate) fn from_declaration(list: &Value) -> Result<Vec<Arc<dyn Rule>>, Contr
                         each: field("each")?,
                         lower: required("lower")?,
                         upper: required("upper")?,
-                        code: field("code")?.map_or(Code::OutOfOrder, |c| Code::parse(&c)),
+                        code: match field("code")? {
+                            None => Code::OutOfOrder,
+                            Some(c) => Code::declared(&c).ok_or_else(|| {
+                                ContractError::declaration(
+                                    &format!("{path}/code"),
+                                    format!("`{c}` is a code proviso defines; a rule declares a code of its own, so that no rule can speak for a built-in gate"),
+                                )
+                            })?,
+                        },
                     }) as Arc<dyn Rule>)
                 }
                 Some(other) => Err(ContractError::declaration(
@@ -156,4 +164,29 @@ pub(crate) fn from_declaration(list: &Value) -> Result<Vec<Arc<dyn Rule>>, Contr
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Contract;
+    use serde_json::json;
+
+    #[test]
+    fn a_rule_cannot_declare_a_built_in_code() {
+        let document = |code: &str| {
+            json!({"type": "object", "x-proviso": {"rules": [{"rule": "ordered", "each": "/items",
+                "lower": "/a", "upper": "/b", "code": code}]}})
+        };
+        assert!(Contract::from_document(&document("reversed_range")).is_ok());
+        for built_in in ["type_mismatch", "off_question", "schema_dependent_required"] {
+            let error = Contract::from_document(&document(built_in))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                error.contains("/code") && error.contains(built_in),
+                "{error}"
+            );
+        }
+    }
 }

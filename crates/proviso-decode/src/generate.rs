@@ -561,7 +561,7 @@ impl<E: Engine> Generator<E> {
             };
             if avoid.is_empty()
                 || self.ends.contains(&token)
-                || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid)
+                || !self.completes_avoided(bytes, token, matcher.as_deref_mut(), avoid)?
             {
                 return Ok(token);
             }
@@ -577,13 +577,18 @@ impl<E: Engine> Generator<E> {
 
     /// Whether appending `token` to `bytes` completes one of `avoid`, counting the bytes the
     /// grammar would force right after it.
+    ///
+    /// # Errors
+    ///
+    /// [`GenerateError::Constraint`] when the matcher cannot be put back after the probe: it
+    /// would otherwise be one token ahead of the text.
     fn completes_avoided(
         &self,
         bytes: &[u8],
         token: TokenId,
         matcher: Option<&mut Matcher>,
         avoid: &[String],
-    ) -> bool {
+    ) -> Result<bool, GenerateError> {
         let piece = self
             .pieces
             .get(token as usize)
@@ -601,7 +606,7 @@ impl<E: Engine> Generator<E> {
             .filter(|a| !a.is_empty())
             .any(|a| tail_contains(&text, piece.len(), a.as_bytes()))
         {
-            return true;
+            return Ok(true);
         }
         // Only when the text now ends partway into an avoided text can forced bytes complete
         // it; the matcher is asked for them and then put back as it was.
@@ -610,22 +615,24 @@ impl<E: Engine> Generator<E> {
             (1..a.len()).any(|k| text.len() >= k && text.ends_with(&a[..k]))
         });
         let Some(matcher) = matcher.filter(|_| partway) else {
-            return false;
+            return Ok(false);
         };
         if matcher.try_consume_tokens(&[token]).ok() != Some(1) {
-            return false;
+            return Ok(false);
         }
         let forced = matcher.compute_ff_bytes();
-        let _ = matcher.rollback(1);
+        matcher.rollback(1).map_err(|e| {
+            GenerateError::Constraint(format!("the grammar could not undo a probed token: {e}"))
+        })?;
         if forced.is_empty() {
-            return false;
+            return Ok(false);
         }
         let added = piece.len() + forced.len();
         text.extend_from_slice(&forced);
-        avoid
+        Ok(avoid
             .iter()
             .filter(|a| !a.is_empty())
-            .any(|a| tail_contains(&text, added, a.as_bytes()))
+            .any(|a| tail_contains(&text, added, a.as_bytes())))
     }
 
     /// The bytes of `token` (empty for an id outside the vocabulary).
