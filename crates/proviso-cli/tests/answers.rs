@@ -14,27 +14,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use proviso::contract::{Output, Question};
-use proviso::decode::{CompileOptions, Sampling};
 use proviso::harness::{Event, Observer, RunEnd, RunReport, ToolOutcome};
-use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
-use proviso::{LocalModel, LocalProposer};
 use proviso_demo::docs::DocsBase;
 use proviso_demo::DemoKind;
 use serde_json::{json, Value};
 
-fn local() -> &'static LocalModel {
-    static LOCAL: OnceLock<LocalModel> = OnceLock::new();
-    LOCAL.get_or_init(|| {
-        LocalModel::open(None, &mut |event| eprintln!("{event:?}")).expect("the default model")
-    })
-}
+mod support;
 
-fn proposer() -> LocalProposer<'static> {
-    let local = local();
-    let engine = local.engine(RunOptions::default()).unwrap();
-    LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default())
-}
+use support::proposer;
 
 /// A small document set of another domain: a policy in two versions and a handbook.
 fn docs() -> Arc<DocsBase> {

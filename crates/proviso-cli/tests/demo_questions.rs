@@ -4,21 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-use std::sync::OnceLock;
-
 use proviso::decode::{CompileOptions, Sampling};
 use proviso::harness::RunEnd;
 use proviso::llama::RunOptions;
-use proviso::{LocalModel, LocalProposer};
+use proviso::LocalProposer;
 use proviso_demo::DemoKind;
 use serde_json::Value;
 
-fn local() -> &'static LocalModel {
-    static LOCAL: OnceLock<LocalModel> = OnceLock::new();
-    LOCAL.get_or_init(|| {
-        LocalModel::open(None, &mut |event| eprintln!("{event:?}")).expect("the default model")
-    })
-}
+mod support;
+
+use support::local;
 
 fn questions() -> Vec<Value> {
     let text = include_str!("../../proviso-demo/questions.json");

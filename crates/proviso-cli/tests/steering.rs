@@ -11,7 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use proviso::decode::{
     CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message, RepetitionLimit, Sampling,
@@ -23,22 +23,13 @@ use proviso::harness::{
 };
 use proviso::llama::RunOptions;
 use proviso::tools::{CallFormat, GrammarOptions, Policy, ToolSpec};
-use proviso::{CompiledSchema, IntentClass, LocalModel, LocalProposer, SchemaOptions};
+use proviso::{CompiledSchema, IntentClass, SchemaOptions};
 use proviso_demo::DemoKind;
 use serde_json::{json, Value};
 
-fn local() -> &'static LocalModel {
-    static LOCAL: OnceLock<LocalModel> = OnceLock::new();
-    LOCAL.get_or_init(|| {
-        LocalModel::open(None, &mut |event| eprintln!("{event:?}")).expect("the default model")
-    })
-}
+mod support;
 
-fn proposer() -> LocalProposer<'static> {
-    let local = local();
-    let engine = local.engine(RunOptions::default()).unwrap();
-    LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default())
-}
+use support::{local, proposer};
 
 /// Collects each step's plan and raw output.
 #[derive(Default)]

@@ -8,7 +8,7 @@
 //! answer-relevance rule ([`Question::judge`], code `off_question`), which rejects an answer
 //! whose cited lines or text do not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -279,9 +279,20 @@ pub struct Question {
     qualifiers: Vec<Qualifier>,
     ids: Vec<String>,
     names: Vec<(String, f64)>,
-    common: BTreeSet<String>,
+    /// What the question asks beyond its subject, the answer's type and an id's kind: the
+    /// words an answer must state one of (see [`Question::misses`]).
+    beyond: Vec<String>,
     alternatives: Vec<String>,
+    /// The amounts and times the question itself states, which an answer must go beyond.
+    asked_amounts: Vec<String>,
+    asked_times: Vec<String>,
+    /// What "how many" counts (`participants`), when the question says.
+    counted: Option<String>,
     earlier: bool,
+    /// Per source (all its versions): its stems and its lower-cased text, for
+    /// [`Question::on_subject`]; read once, kept only when the question has a subject.
+    #[serde(skip)]
+    sources: BTreeMap<String, (BTreeSet<String>, String)>,
 }
 
 impl Question {
@@ -298,10 +309,8 @@ impl Question {
         }
         let lower = question.to_lowercase();
         // Per source, over all its versions: its stems, its title's stems, its lower text.
-        let mut sources: std::collections::BTreeMap<
-            &str,
-            (BTreeSet<String>, BTreeSet<String>, String),
-        > = std::collections::BTreeMap::new();
+        let mut sources: BTreeMap<&str, (BTreeSet<String>, BTreeSet<String>, String)> =
+            BTreeMap::new();
         let mut superseded: Vec<&str> = Vec::new();
         for d in store.documents() {
             let entry = sources.entry(d.source_id()).or_default();
@@ -317,33 +326,39 @@ impl Question {
                 superseded.push(d.version());
             }
         }
-        let stated = |q: &Qualifier| {
-            store.documents().any(|d| {
-                d.lines()
-                    .iter()
-                    .any(|l| Qualifier::all_in(l).iter().any(|s| s == q))
-            })
-        };
         let mut qualifiers: Vec<Qualifier> = Vec::new();
-        for q in Qualifier::all_in(question) {
-            if !qualifiers.contains(&q) && stated(&q) {
-                qualifiers.push(q);
+        let asked = Qualifier::all_in(question);
+        if !asked.is_empty() {
+            // Every qualifier the sources state, read once.
+            let stated: Vec<Qualifier> = store
+                .documents()
+                .flat_map(|d| d.lines().iter().flat_map(|l| Qualifier::all_in(l)))
+                .collect();
+            for q in asked {
+                if !qualifiers.contains(&q) && stated.contains(&q) {
+                    qualifiers.push(q);
+                }
             }
         }
-        // Ids: tokens with a letter and a digit (`NCT05550001`, `VELA-2`, `E04`) that a
-        // source states.
-        let ids: Vec<String> = question
+        // The question's tokens, lower case, without the punctuation around them.
+        let raw: Vec<String> = question
             .split_whitespace()
             .map(|t| {
                 t.trim_matches(|c: char| !c.is_alphanumeric())
                     .trim_end_matches("'s")
                     .to_lowercase()
             })
+            .collect();
+        // Ids: tokens with a letter and a digit (`NCT05550001`, `VELA-2`, `E04`) that a
+        // source states.
+        let ids: Vec<String> = raw
+            .iter()
             .filter(|t| {
                 t.chars().any(|c| c.is_ascii_digit())
                     && t.chars().any(char::is_alphabetic)
                     && sources.values().any(|s| s.2.contains(t.as_str()))
             })
+            .cloned()
             .collect();
         let limit = (sources.len() / 4).max(1);
         let names: Vec<(String, f64)> = if sources.len() < 4 {
@@ -403,6 +418,62 @@ impl Question {
                         t == v || t.ends_with(&format!("-{v}"))
                     })
             });
+        // What the question asks beyond its subject (`sites` in "How many sites does
+        // CALM-PREVENT have?"). Not part of it: the subject (its ids when it names one, else
+        // its rare names), the word after `which` or `what` (the kind of thing asked for:
+        // `which trial`, `what kind of drug`), and the word right before an id (what the id
+        // is: `trial NCT05234567`).
+        let asked_words = words(&lower);
+        let mut answer_type: Vec<String> = Vec::new();
+        if let Some(i) = asked_words
+            .windows(2)
+            .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
+        {
+            answer_type.push(stem(asked_words[i + 1]));
+            if ["kind", "type", "sort", "form", "class"].contains(&asked_words[i + 1])
+                && asked_words.get(i + 2) == Some(&"of")
+            {
+                if let Some(w) = asked_words.get(i + 3) {
+                    answer_type.push(stem(w));
+                }
+            }
+        }
+        let id_types: Vec<String> = raw
+            .windows(2)
+            .filter(|w| ids.contains(&w[1]) && !is_function_word(&w[0]))
+            .map(|w| stem(&w[0]))
+            .collect();
+        let beyond: Vec<String> = terms
+            .iter()
+            .filter(|t| {
+                let named = ids.is_empty() && names.iter().any(|(n, _)| n == *t);
+                !named
+                    && !ids.iter().any(|id| content_stems(id).contains(t))
+                    && !answer_type.contains(t)
+                    && !id_types.contains(t)
+            })
+            .cloned()
+            .collect();
+        // A word most sources use (`study`, `policy`) shows nothing was answered; when the
+        // question has rarer ones, one of those must be stated.
+        let telling: Vec<String> = beyond
+            .iter()
+            .filter(|t| !common.contains(*t))
+            .cloned()
+            .collect();
+        let beyond = if telling.is_empty() { beyond } else { telling };
+        let counted = lower
+            .split("how many ")
+            .nth(1)
+            .and_then(|rest| words(rest).first().map(|w| stem(w)));
+        let sources = if ids.is_empty() && names.is_empty() {
+            BTreeMap::new()
+        } else {
+            sources
+                .into_iter()
+                .map(|(id, (stems, _, text))| (id.to_owned(), (stems, text)))
+                .collect()
+        };
         Self {
             text: question.to_owned(),
             kind: AnswerKind::of(question),
@@ -410,9 +481,13 @@ impl Question {
             qualifiers,
             ids,
             names,
-            common,
+            beyond,
             alternatives,
+            asked_amounts: amounts(question),
+            asked_times: times(question),
+            counted,
             earlier,
+            sources,
         }
     }
 
@@ -458,20 +533,13 @@ impl Question {
     /// names, or, without one, at least half the weight of its subject words (a rare word
     /// may be missing; the drug's name may not).
     #[must_use]
-    pub fn on_subject(&self, store: &SourceStore, source_id: &str) -> bool {
+    pub fn on_subject(&self, source_id: &str) -> bool {
         if self.ids.is_empty() && self.names.is_empty() {
             return true;
         }
-        let versions = store.versions(source_id);
-        let mut stems: BTreeSet<String> = BTreeSet::new();
-        let mut text = String::new();
-        for d in versions {
-            for line in d.lines() {
-                stems.extend(content_stems(line));
-                text.push_str(&line.to_lowercase());
-                text.push('\n');
-            }
-        }
+        let Some((stems, text)) = self.sources.get(source_id) else {
+            return false;
+        };
         if !self.ids.is_empty() {
             return self.ids.iter().all(|id| text.contains(id.as_str()));
         }
@@ -509,30 +577,23 @@ impl Question {
                 ));
             }
         }
-        let asked_amounts = amounts(&self.text);
-        let asked_times = times(&self.text);
         let asked: BTreeSet<&String> = self.terms.iter().collect();
         match self.kind {
             AnswerKind::Quantity => {
                 // "How many participants": an amount of something else (`26 weeks`) does
                 // not answer it.
-                let lower = self.text.to_lowercase();
-                let counted: Option<String> = lower
-                    .split("how many ")
-                    .nth(1)
-                    .and_then(|rest| words(rest).first().map(|w| stem(w)));
-                let fits = |unit: &Option<String>| match (unit, &counted) {
+                let fits = |unit: &Option<String>| match (unit, &self.counted) {
                     (Some(u), Some(c)) => u == c,
                     _ => true,
                 };
                 if !amounts_with_units(text)
                     .iter()
-                    .any(|(a, unit)| !asked_amounts.contains(a) && fits(unit))
+                    .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(unit))
                 {
                     return Some("the question asks for an amount, and it states none".into());
                 }
             }
-            AnswerKind::Time if !times(text).iter().any(|t| !asked_times.contains(t)) => {
+            AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
                 return Some("the question asks for a time, and it states none".into());
             }
             AnswerKind::Person | AnswerKind::Place => {
@@ -556,68 +617,12 @@ impl Question {
         if !new {
             return Some("it only restates the question".into());
         }
-        // What the question asks beyond its subject (`sites` in "How many sites does
-        // CALM-PREVENT have?") must be in the answer: a line that only shares the subject
-        // says something about it, but not what was asked.
-        // The word after `which` or `what` names the kind of thing asked for (`which
-        // trial`), which the answer need not repeat.
-        let lower = self.text.to_lowercase();
-        let asked_words = words(&lower);
-        let mut answer_type: Vec<String> = Vec::new();
-        if let Some(i) = asked_words
-            .windows(2)
-            .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
-        {
-            answer_type.push(stem(asked_words[i + 1]));
-            // `what kind of drug`: the drug is the kind of thing asked for too.
-            if ["kind", "type", "sort", "form", "class"].contains(&asked_words[i + 1])
-                && asked_words.get(i + 2) == Some(&"of")
-            {
-                if let Some(w) = asked_words.get(i + 3) {
-                    answer_type.push(stem(w));
-                }
-            }
-        }
-        // The word right before an id names what the id is (`trial NCT05234567`): part of
-        // the subject, not of what is asked.
-        let raw: Vec<String> = self
-            .text
-            .split_whitespace()
-            .map(|t| {
-                t.trim_matches(|c: char| !c.is_alphanumeric())
-                    .trim_end_matches("'s")
-                    .to_lowercase()
-            })
-            .collect();
-        let id_types: Vec<String> = raw
-            .windows(2)
-            .filter(|w| self.ids.contains(&w[1]) && !is_function_word(&w[0]))
-            .map(|w| stem(&w[0]))
-            .collect();
-        let beyond: Vec<&String> = self
-            .terms
-            .iter()
-            .filter(|t| {
-                // The subject is the question's ids when it names one, else its rare names.
-                let named = self.ids.is_empty() && self.names.iter().any(|(n, _)| n == *t);
-                !named
-                    && !self.ids.iter().any(|id| content_stems(id).contains(t))
-                    && !answer_type.contains(*t)
-                    && !id_types.contains(*t)
-            })
-            .collect();
-        // A word most sources use (`study`, `policy`) shows nothing was answered; when the
-        // question has rarer ones, one of those must be stated.
-        let telling: Vec<&String> = beyond
-            .iter()
-            .filter(|t| !self.common.contains(**t))
-            .copied()
-            .collect();
-        let beyond = if telling.is_empty() { beyond } else { telling };
+        // What the question asks beyond its subject must be in the answer: a line that only
+        // shares the subject says something about it, but not what was asked.
+        let beyond = &self.beyond;
         // A question whose qualifiers the text states (`Arm A`) already has what it asks
         // about pinned down.
         let pinned = !self.qualifiers.is_empty();
-
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         if !alternatives.is_empty() && !alternatives.iter().any(|a| stems.contains(a)) {
@@ -690,7 +695,7 @@ impl Question {
         };
         let mut out = Vec::new();
         for (i, (source, version, _)) in cited.iter().enumerate() {
-            if !self.on_subject(store, source) {
+            if !self.on_subject(source) {
                 out.push(violation(
                     format!(
                         "citation {i} is from `{source}`, which is not about what the question names"

@@ -599,19 +599,13 @@ impl Agent {
             usage.steps += 1;
             let step = usage.steps;
             let (planned, avoid, plan) =
-                self.plan_step(question, asked.as_ref(), step, &executed, in_a_row);
+                self.plan_step(question, asked.as_ref(), step, &executed, &usage, in_a_row);
             observer.event(&Event::StepPlanned { step, plan: &plan });
             if let Some(message) = &plan.abstain {
                 break RunEnd::Abstained {
                     searched: executed
                         .iter()
-                        .map(|e| {
-                            format!(
-                                "{} {}",
-                                e.call.name(),
-                                Value::Object(e.call.arguments().clone())
-                            )
-                        })
+                        .map(|e| steer::describe(e.call.name(), e.call.arguments()))
                         .collect(),
                     message: message.clone(),
                 };
@@ -822,6 +816,7 @@ impl Agent {
         asked: Option<&Question>,
         step: u64,
         executed: &[ExecutedCall],
+        usage: &Usage,
         in_a_row: u32,
     ) -> (Option<CallGrammar>, Vec<String>, StepPlan) {
         let steering = &self.config.steering;
@@ -870,7 +865,7 @@ impl Agent {
             .policy
             .budget
             .max_tool_calls
-            .is_some_and(|max| distinct_calls(executed) as u64 >= max);
+            .is_some_and(|max| usage.tool_calls >= max);
         if may_finish {
             if steering.finish_after_rejection && in_a_row > 0 && citable {
                 finish = Some(FinishCause::Rejected);
@@ -940,7 +935,7 @@ impl Agent {
                 .and_then(|c| c.source_store());
             if let (Some(asked), Some(store)) = (asked, store) {
                 let read = steer::next_read(registry, &steering.read_tools, executed, store, |s| {
-                    asked.on_subject(store, s)
+                    asked.on_subject(s)
                 });
                 if let Some((name, arguments)) = read {
                     if let Some(tool) = registry.get(&name) {
@@ -948,7 +943,7 @@ impl Agent {
                             json!({"type": "object", "const": Value::Object(arguments.clone())}),
                         );
                         if let Ok(only) = proviso_tools::Registry::new(vec![spec]) {
-                            plan.read = Some(format!("{name} {}", Value::Object(arguments)));
+                            plan.read = Some(steer::describe(&name, &arguments));
                             narrowed_registry = Some(only);
                             choice = ToolChoice::Named(name);
                             avoid.clear();
@@ -1172,19 +1167,6 @@ fn end_name(end: &RunEnd) -> &'static str {
         RunEnd::Refused { .. } => "refused",
         RunEnd::ModelFailed { .. } => "model_failed",
     }
-}
-
-/// How many different calls ran (a call written twice in one step counts once, as the
-/// budget gate counts it).
-fn distinct_calls(executed: &[ExecutedCall]) -> usize {
-    let mut seen: Vec<(&str, &serde_json::Map<String, Value>)> = Vec::new();
-    for e in executed {
-        let key = (e.call.name(), e.call.arguments());
-        if !seen.contains(&key) {
-            seen.push(key);
-        }
-    }
-    seen.len()
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -235,7 +235,8 @@ pub(crate) struct Narrowed {
     pub(crate) avoided: Vec<String>,
 }
 
-fn describe(name: &str, arguments: &Map<String, Value>) -> String {
+/// A call as the trace and the abstention name it: `tool {arguments}`.
+pub(crate) fn describe(name: &str, arguments: &Map<String, Value>) -> String {
     format!("{name} {}", Value::Object(arguments.clone()))
 }
 
@@ -515,22 +516,22 @@ pub fn rank_citations(
         (1.0 + n / df).ln()
     };
     let earlier = question.asks_earlier_version();
+    // A line inherits its source's subject: "altered taste" answers a question about
+    // lumeditan's taste in a document about lumeditan.
+    let (ids, names) = question.subject();
+    let subject: Vec<String> = names
+        .iter()
+        .map(|(n, _)| n.clone())
+        .chain(ids.iter().flat_map(|id| content_stems(id)))
+        .collect();
     let mut scored: Vec<(bool, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
         let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
-        if !question.on_subject(store, source) {
+        if !question.on_subject(source) {
             continue;
         }
-        // A line inherits its source's subject: "altered taste" answers a question about
-        // lumeditan's taste in a document about lumeditan.
-        let (ids, names) = question.subject();
-        let subject: Vec<String> = names
-            .iter()
-            .map(|(n, _)| n.clone())
-            .chain(ids.iter().flat_map(|id| content_stems(id)))
-            .collect();
         let set: BTreeSet<&String> = stems.iter().chain(subject.iter()).collect();
         let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
         if shared.len() < least {

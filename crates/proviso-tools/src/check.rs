@@ -551,15 +551,20 @@ mod tests {
     use super::*;
     use crate::registry::ToolSpec;
 
-    #[test]
-    fn a_call_written_twice_in_one_step_is_counted_once() {
-        let registry = Registry::new(vec![ToolSpec::new(
+    /// A registry of one read tool, `get_arm(id)`.
+    fn get_arm() -> Registry {
+        Registry::new(vec![ToolSpec::new(
             "get_arm",
             "Reads one arm.",
             IntentClass::Read,
             json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
         )])
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_call_written_twice_in_one_step_is_counted_once() {
+        let registry = get_arm();
         let mut policy = Policy::default();
         policy.budget.max_tool_calls = Some(3);
         policy.budget.max_calls_per_step = Some(1);
@@ -582,13 +587,7 @@ mod tests {
 
     #[test]
     fn a_missing_or_unknown_stop_reason_is_never_a_normal_stop() {
-        let registry = Registry::new(vec![ToolSpec::new(
-            "get_arm",
-            "Reads one arm.",
-            IntentClass::Read,
-            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
-        )])
-        .unwrap();
+        let registry = get_arm();
         let gate = ToolGate::new(Arc::new(registry), CallFormat::Pythonic, Policy::default());
         let call = r#"[get_arm(id="A")]"#;
         assert!(gate
