@@ -124,6 +124,16 @@ pub(crate) struct ServeArgs {
     /// Answer requests whatever their Host and Origin (turns off the DNS-rebinding guard).
     #[arg(long, conflicts_with = "allowed_hosts")]
     allow_any_host: bool,
+    /// Steering from the conversation: each response's tool choice and grammar derived
+    /// from the calls and results the request carries (a call already answered cannot be
+    /// written again; after a round of results the response answers). `off` generates every
+    /// request as sent; a request turns it off with `"steering": false`.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    steering: String,
+    /// Tool rounds since the last user turn after which a response answers instead of
+    /// calling again.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    max_tool_rounds: usize,
     /// Gateway mode: forward generation to this OpenAI-compatible server (its base URL),
     /// with the constraint in its dialect, and gate every response before returning it.
     #[arg(long, value_name = "URL")]
@@ -236,7 +246,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
     let mut config = LocalBackendConfig::default()
         .call_format(args.call_format)
         .run(RunOptions::default().n_ctx(args.ctx).n_threads(threads))
-        .batch(batch);
+        .batch(batch)
+        .steering((args.steering == "on").then(|| {
+            proviso::tools::steer::Limits::default().max_tool_rounds(args.max_tool_rounds)
+        }));
     if let Some(policy) = policy {
         config.policy = policy;
     }

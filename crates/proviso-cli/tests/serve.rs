@@ -778,6 +778,23 @@ fn client_libraries() {
     run_client_script("client_libraries.py", &pylib, &server);
 }
 
+/// The agent loops of pydantic-ai (ToolOutput, NativeOutput, PromptedOutput, text),
+/// langgraph's create_react_agent, openai-agents (Responses and Chat Completions models)
+/// and plain openai-client loops, each with one tool whose result answers the question:
+/// every loop ends with an answer, the tool called, no call repeated.
+#[test]
+fn agent_loops() {
+    let _serial = serial();
+    let pylib = python_packages(
+        "PROVISO_PYAGENTS",
+        "target/pyagents",
+        "pydantic_ai, langgraph.prebuilt, agents, langchain_openai",
+        "the agent frameworks are",
+    );
+    let server = Server::start(&[]);
+    run_client_script("agent_loops.py", &pylib, &server);
+}
+
 #[test]
 fn the_openai_python_client() {
     let _serial = serial();

@@ -30,8 +30,7 @@ use serde_json::{json, Map, Value};
 use crate::agent::ExecutedCall;
 use crate::toolbox::ToolOutcome;
 
-/// Most argument objects a tool may admit for the harness to enumerate them in the grammar.
-const FINITE_LIMIT: usize = 300;
+use proviso_tools::steer::FINITE_LIMIT;
 /// Most values a grounded free-text argument is enumerated into (beyond it, a pattern).
 const MAX_QUERIES: usize = 255;
 /// Most observed lines offered as citations in one answer grammar.
@@ -226,84 +225,21 @@ impl StepPlan {
     }
 }
 
-/// The registry narrowed by what already ran, with the calls the grammar could not exclude.
-pub(crate) struct Narrowed {
-    pub(crate) registry: Registry,
-    pub(crate) avoid: Vec<String>,
-    pub(crate) excluded: Vec<String>,
-    pub(crate) exhausted: Vec<String>,
-    pub(crate) avoided: Vec<String>,
-}
-
 /// A call as the trace and the abstention name it: `tool {arguments}`.
-pub(crate) fn describe(name: &str, arguments: &Map<String, Value>) -> String {
-    format!("{name} {}", Value::Object(arguments.clone()))
-}
+pub(crate) use proviso_tools::steer::describe;
 
-/// Narrows `registry` by the calls in `executed`.
+/// Narrows `registry` by the calls in `executed`, with the policy the server applies to a
+/// conversation ([`proviso_tools::steer::without_calls`]).
 pub(crate) fn narrow(
     registry: &Registry,
     format: CallFormat,
     executed: &[ExecutedCall],
-) -> Narrowed {
-    let mut out = Narrowed {
-        registry: Registry::default(),
-        avoid: Vec::new(),
-        excluded: Vec::new(),
-        exhausted: Vec::new(),
-        avoided: Vec::new(),
-    };
-    let mut specs = Vec::new();
-    for tool in registry.iter() {
-        let spec = tool.spec();
-        let ran: Vec<&Map<String, Value>> = executed
-            .iter()
-            .filter(|e| e.call.name() == spec.name())
-            .map(|e| e.call.arguments())
-            .collect();
-        if ran.is_empty() {
-            specs.push(spec.clone());
-            continue;
-        }
-        match finite_arguments(spec.parameters(), FINITE_LIMIT) {
-            Some(all) => {
-                let left: Vec<&Map<String, Value>> =
-                    all.iter().filter(|a| !ran.contains(a)).collect();
-                for a in &ran {
-                    out.excluded.push(describe(spec.name(), a));
-                }
-                if left.is_empty() {
-                    out.exhausted.push(spec.name().to_owned());
-                    continue;
-                }
-                let variants: Vec<Value> = left
-                    .iter()
-                    .map(|a| json!({"const": Value::Object((*a).clone())}))
-                    .collect();
-                specs.push(
-                    spec.clone()
-                        .with_parameters(json!({"type": "object", "anyOf": variants})),
-                );
-            }
-            None => {
-                for a in &ran {
-                    out.avoid.push(format.call_text(spec.name(), a));
-                    out.avoided.push(describe(spec.name(), a));
-                }
-                specs.push(spec.clone());
-            }
-        }
-    }
-    out.avoid.sort();
-    out.avoid.dedup();
-    out.avoided.sort();
-    out.avoided.dedup();
-    out.excluded.sort();
-    out.excluded.dedup();
-    // The narrowed schemas are built from the declared ones; should one fail to register,
-    // the declared registry is used and the gates refuse a repeat as before.
-    out.registry = Registry::new(specs).unwrap_or_else(|_| registry.clone());
-    out
+) -> proviso_tools::steer::Narrowed {
+    let ran: Vec<(&str, &Map<String, Value>)> = executed
+        .iter()
+        .map(|e| (e.call.name(), e.call.arguments()))
+        .collect();
+    proviso_tools::steer::without_calls(registry, format, &ran)
 }
 
 /// The first call of one of `tools` (in order) that has not run and whose arguments name a

@@ -11,8 +11,8 @@
 
 use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
 use proviso_server::{
-    ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, RejectedRequest,
-    RunError, Sink, ToolCallOut, ToolChoiceRequest,
+    ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, RunError, Sink, ToolCallOut, ToolChoiceRequest,
 };
 use proviso_tools::{Finish, Registry, ToolChoice, ToolGate, Usage};
 use serde_json::Value;
@@ -73,6 +73,43 @@ pub fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest
                 !malformed,
             )
         })
+}
+
+/// Under `json_object`, the JSON Schema the request's instructions state for the answer:
+/// the first object in a system message that is a schema of an object (it declares
+/// `properties`). JSON mode asks the prompt to describe the object (pydantic-ai's
+/// `PromptedOutput` writes "Always respond with a JSON object that's compatible with this
+/// schema: {…}"); a small model follows a grammar, not a description. Only the system
+/// messages are read, which the application writes: a user's or a tool's text never
+/// becomes a grammar. `None` for any other constraint, or when no schema is stated.
+#[must_use]
+pub fn stated_schema(request: &GenerationRequest) -> Option<Value> {
+    if request.constraint != OutputConstraint::JsonObject || !request.steering {
+        return None;
+    }
+    let PromptInput::Chat(messages) = &request.prompt else {
+        return None;
+    };
+    messages
+        .iter()
+        .filter(|m| m.role == proviso_contract::Role::System)
+        .find_map(|m| first_schema(&m.content))
+}
+
+/// The first JSON object in `text` that is a schema of an object.
+fn first_schema(text: &str) -> Option<Value> {
+    text.match_indices('{').find_map(|(at, _)| {
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(value @ Value::Object(_)))
+                if value.get("properties").is_some_and(Value::is_object)
+                    && value.get("type").is_none_or(|t| t == "object") =>
+            {
+                Some(value)
+            }
+            _ => None,
+        }
+    })
 }
 
 /// The schema a text answer must meet, read from the request the same way for every
@@ -420,17 +457,29 @@ impl Judge {
         id: &mut dyn FnMut(usize) -> String,
     ) -> Result<Judged, Refusal> {
         match (verdict.intent(), verdict.rejection()) {
-            (Some(Intent::ToolRequest { calls, .. }), _) => Ok(Judged::Calls(
-                calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| ToolCallOut {
-                        id: c.id().map_or_else(|| id(i), str::to_owned),
+            // A call written twice in one step is one call: a small model repeats itself,
+            // and a client would otherwise run the same call twice.
+            (Some(Intent::ToolRequest { calls, .. }), _) => {
+                let mut out: Vec<ToolCallOut> = Vec::with_capacity(calls.len());
+                for (i, c) in calls.iter().enumerate() {
+                    let arguments = Value::Object(c.arguments().clone()).to_string();
+                    if out
+                        .iter()
+                        .any(|o| o.name == c.name() && o.arguments == arguments)
+                    {
+                        continue;
+                    }
+                    // The id is the server's, never the gate's positional `call_1` nor an
+                    // upstream's: a client that drops items whose call id it has seen
+                    // (openai-agents) needs ids unique across the conversation.
+                    out.push(ToolCallOut {
+                        id: id(i),
                         name: c.name().to_owned(),
-                        arguments: Value::Object(c.arguments().clone()).to_string(),
-                    })
-                    .collect(),
-            )),
+                        arguments,
+                    });
+                }
+                Ok(Judged::Calls(out))
+            }
             (Some(Intent::FinalAnswer { .. }), _) => match answer {
                 None => Ok(Judged::Answer(text.to_owned())),
                 Some(contract) => match contract.check_text(text.trim().as_bytes()).rejection() {
@@ -512,5 +561,79 @@ pub fn rejected(refusal: Refusal) -> RunError {
         gate: refusal.gate,
         code: refusal.code,
         message: refusal.message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proviso_contract::Message;
+    use serde_json::json;
+
+    fn json_mode(system: &str, user: &str) -> GenerationRequest {
+        let mut request = proviso_server::wire::chat_request(&json!({
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "response_format": {"type": "json_object"}
+        }))
+        .unwrap();
+        request.prompt = PromptInput::Chat(vec![
+            Message::system(system),
+            Message::new(proviso_contract::Role::User, user),
+        ]);
+        request
+    }
+
+    #[test]
+    fn json_mode_reads_the_schema_the_instructions_state_and_only_there() {
+        let schema = r#"{"type": "object", "properties": {"city": {"type": "string"}}}"#;
+        let stated = stated_schema(&json_mode(
+            &format!("Answer with JSON compatible with this schema:\n{schema}\nNo fences."),
+            "Weather?",
+        ));
+        assert_eq!(stated, Some(serde_json::from_str(schema).unwrap()));
+        // A user's text never becomes a grammar; an object that is not a schema is no schema.
+        assert_eq!(stated_schema(&json_mode("Answer in JSON.", schema)), None);
+        assert_eq!(
+            stated_schema(&json_mode(r#"Like {"city": "Paris"}."#, "x")),
+            None
+        );
+        let mut off = json_mode(schema, "x");
+        off.steering = false;
+        assert_eq!(stated_schema(&off), None);
+    }
+
+    #[test]
+    fn a_call_written_twice_in_one_step_is_returned_once() {
+        let registry = Registry::from_openai(&json!([{"type": "function", "function": {
+            "name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]))
+        .unwrap();
+        let gate = ToolGate::new(
+            std::sync::Arc::new(registry),
+            proviso_tools::CallFormat::Hermes,
+            proviso_tools::Policy::from_json(&json!({"role": "client",
+                "roles": {"client": {"classes": ["read", "compute", "mutate", "submit"]}}}))
+            .unwrap(),
+        );
+        let judge = Judge::Tools {
+            gate: Box::new(gate),
+            native: false,
+            answer: None,
+            choice: ToolChoice::Auto,
+            parallel: true,
+        };
+        let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        let mut n = 0;
+        let judged = judge
+            .local(&format!("{call}\n{call}"), &mut |_| {
+                n += 1;
+                format!("call_test{n}")
+            })
+            .unwrap();
+        let Judged::Calls(calls) = judged else {
+            panic!("expected calls, got {judged:?}")
+        };
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "call_test1");
     }
 }

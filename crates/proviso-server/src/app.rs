@@ -19,7 +19,7 @@ use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, Worker};
+use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, SteeringNote, Worker};
 use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
 use crate::prepare::{PrepareError, Preparer};
@@ -983,7 +983,7 @@ async fn responses_route<B: Backend>(
             return Err(internal_error(&id, "no choice"));
         };
         let response_id = meta.id.replacen("chatcmpl", "resp", 1);
-        let rendered = responses::render(
+        let mut rendered = responses::render(
             &response_id,
             meta.created,
             &meta.model,
@@ -991,6 +991,9 @@ async fn responses_route<B: Backend>(
             choice,
             &meta.custom_tools,
         );
+        if let Some(note) = &meta.steering {
+            rendered["proviso"] = json!({"steering": note.detail});
+        }
         if translated.store {
             s.responses
                 .lock()
@@ -1001,14 +1004,17 @@ async fn responses_route<B: Backend>(
                     responses::added(translated.input, choice),
                 );
         }
-        if !translated.stream {
-            return Ok(Json(rendered).into_response());
-        }
-        let events: Vec<Result<Event, Infallible>> = responses::events(&rendered)
-            .into_iter()
-            .map(|(name, data)| Ok(Event::default().event(name).data(data.to_string())))
-            .collect();
-        Ok(Sse::new(stream::iter(events)).into_response())
+        let mut response = if translated.stream {
+            let events: Vec<Result<Event, Infallible>> = responses::events(&rendered)
+                .into_iter()
+                .map(|(name, data)| Ok(Event::default().event(name).data(data.to_string())))
+                .collect();
+            Sse::new(stream::iter(events)).into_response()
+        } else {
+            Json(rendered).into_response()
+        };
+        steering_header(&mut response, meta.steering.as_ref());
+        Ok(response)
     }
     .await
     .unwrap_or_else(|response: Response| response);
@@ -1193,20 +1199,31 @@ async fn generate<B: Backend>(
             outcome: outcome.clone(),
             counted: false,
         };
+        let note = state.meta.steering.clone();
         state.apply(first);
         let stream = sse_stream(state);
-        return (
-            Sse::new(stream)
-                .keep_alive(KeepAlive::default())
-                .into_response(),
-            true,
-        );
+        let mut response = Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response();
+        steering_header(&mut response, note.as_ref());
+        return (response, true);
     }
     let response = match run_to_end(s, submitted, id, outcome).await {
-        Ok((meta, choices)) => Json(full_response(&meta, &choices)).into_response(),
+        Ok((meta, choices)) => {
+            let mut response = Json(full_response(&meta, &choices)).into_response();
+            steering_header(&mut response, meta.steering.as_ref());
+            response
+        }
         Err(response) => response,
     };
     (response, false)
+}
+
+/// Reports what steering decided in the `x-proviso-steering` header.
+fn steering_header(response: &mut Response, note: Option<&SteeringNote>) {
+    if let Some(value) = note.and_then(|n| HeaderValue::from_str(&n.summary).ok()) {
+        response.headers_mut().insert("x-proviso-steering", value);
+    }
 }
 
 /// A request body read as JSON: the content type (415), the size and time limits, the
@@ -1321,6 +1338,10 @@ async fn submit<B: Backend>(
         Err(PrepareError::Busy) => return Err(overloaded("the server is busy compiling other requests' constraints; retry shortly")),
         Err(PrepareError::Panicked(cause)) => return Err(internal_error(id, &cause)),
     };
+    let steering = s.backend.steering(&job);
+    if let Some(note) = &steering {
+        tracing::info!(request_id = %id.0, steering = %note.summary, "steered from the conversation");
+    }
     let (events, receiver) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
     let generated = Arc::new(AtomicU64::new(0));
@@ -1352,6 +1373,7 @@ async fn submit<B: Backend>(
         kind,
         custom_tools,
         custom_call,
+        steering,
     };
     Ok(Submitted {
         receiver,
@@ -1553,6 +1575,8 @@ struct Meta {
     custom_tools: Vec<String>,
     /// A custom tool named by `tool_choice` whose Lark grammar was the whole output.
     custom_call: Option<String>,
+    /// What steering decided for the request.
+    steering: Option<SteeringNote>,
 }
 
 /// A choice generated under a named custom tool's own grammar, as the call to that tool it
@@ -1674,8 +1698,12 @@ fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
                     json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()})
                 })
                 .collect();
-            json!({"id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,
-                "choices": choices, "usage": wire::usage(prompt, completion), "system_fingerprint": null})
+            let mut response = json!({"id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,
+                "choices": choices, "usage": wire::usage(prompt, completion), "system_fingerprint": null});
+            if let Some(note) = &meta.steering {
+                response["proviso"] = json!({"steering": note.detail});
+            }
+            response
         }
         Kind::Completion => {
             let choices: Vec<Value> = choices

@@ -108,6 +108,10 @@ pub struct GenerationRequest {
     /// A custom tool that `tool_choice` names and whose input is a Lark grammar: the whole
     /// output is generated under that grammar and answered as one call to this tool.
     pub custom_call: Option<String>,
+    /// Whether the next response may be steered from the conversation's earlier calls and
+    /// results (the request's `steering` extension, default on; a server can turn it off
+    /// for every request).
+    pub steering: bool,
 }
 
 impl GenerationRequest {
@@ -120,6 +124,16 @@ impl GenerationRequest {
             || self.constraint != OutputConstraint::None
             || self.custom_call.is_some()
     }
+}
+
+/// What steering decided for one request: a one-line summary (header and log) and the
+/// detail (the response's `proviso.steering` field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteeringNote {
+    /// One line: `answer; cause=results; rounds=1; calls=1`.
+    pub summary: String,
+    /// The decision as JSON.
+    pub detail: Value,
 }
 
 /// Why a choice ended, exactly.
@@ -352,6 +366,13 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// [`RejectedRequest`] naming the keyword, tool or parameter.
     fn prepare(&self, request: &GenerationRequest) -> Result<Self::Job, RejectedRequest>;
+    /// What steering decided for a prepared request, reported in the response (the
+    /// `proviso.steering` field and the `x-proviso-steering` header) and logged. `None`:
+    /// the request was generated as sent.
+    fn steering(&self, job: &Self::Job) -> Option<SteeringNote> {
+        let _ = job;
+        None
+    }
     /// A new worker.
     ///
     /// # Errors

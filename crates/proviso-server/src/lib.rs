@@ -23,7 +23,7 @@ pub mod wire;
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     call_id, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
-    PromptInput, RejectedRequest, RunError, SamplingParams, Sink, Timings, TokenLogprobOut,
-    ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker,
+    PromptInput, RejectedRequest, RunError, SamplingParams, Sink, SteeringNote, Timings,
+    TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker,
 };
 pub use metrics::Metrics;

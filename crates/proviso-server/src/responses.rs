@@ -99,7 +99,7 @@ pub(crate) fn to_chat(
             "max_output_tokens" => {
                 chat.insert("max_tokens".into(), value.clone());
             }
-            "temperature" | "top_p" | "parallel_tool_calls" => {
+            "temperature" | "top_p" | "parallel_tool_calls" | "steering" => {
                 chat.insert(key.clone(), value.clone());
             }
             "stream" => {

@@ -819,10 +819,22 @@ pub fn chat_request(body: &Value) -> Result<GenerationRequest> {
         }
         _ => None,
     };
+    let steering = match take(body, "steering", &mut seen) {
+        None => true,
+        Some(Value::Bool(on)) => *on,
+        Some(Value::String(s)) if s == "on" || s == "off" => s == "on",
+        Some(_) => {
+            return Err(InvalidRequest::new(
+                "steering",
+                "`steering` must be true, false, \"on\" or \"off\"",
+            ))
+        }
+    };
     let common = common(body, seen)?;
     no_streamed_logprobs(logprobs, &common)?;
     Ok(GenerationRequest {
         prompt: PromptInput::Chat(messages),
+        steering,
         tools,
         tool_choice,
         parallel_tool_calls,
@@ -1012,6 +1024,7 @@ pub fn completion_request(body: &Value) -> Result<GenerationRequest> {
         logprobs,
         custom_tools: Vec::new(),
         custom_call: None,
+        steering: true,
     })
 }
 
@@ -1062,6 +1075,24 @@ mod tests {
 
     fn tools() -> Value {
         json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+    }
+
+    #[test]
+    fn steering_is_on_unless_the_request_turns_it_off() {
+        let with = |extra: Value| {
+            let mut body = json!({"messages": [{"role": "user", "content": "x"}]});
+            if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+                b.extend(e.clone());
+            }
+            chat_request(&body)
+        };
+        assert!(with(json!({})).unwrap().steering);
+        assert!(with(json!({"steering": "on"})).unwrap().steering);
+        for off in [json!(false), json!("off")] {
+            assert!(!with(json!({ "steering": off })).unwrap().steering);
+        }
+        let refused = with(json!({"steering": 1})).unwrap_err();
+        assert_eq!(refused.param.as_deref(), Some("steering"));
     }
 
     #[test]

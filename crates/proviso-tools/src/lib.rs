@@ -42,6 +42,7 @@ mod policy;
 pub mod provenance;
 mod registry;
 mod render;
+pub mod steer;
 
 pub use check::{Finish, ToolGate};
 pub use error::ToolError;

@@ -12,8 +12,9 @@ use proviso_decode::{
 use proviso_llama::{BatchOptions, Batcher, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, TokenLogprobOut, ToolCallOut, Worker,
+    RejectedRequest, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut, Worker,
 };
+use proviso_tools::steer::{self, History, Limits};
 use proviso_tools::{
     instructions, write_call, CallFormat, Grammar, GrammarOptions, Policy, Registry, Role,
     ToolChoice, ToolGate,
@@ -50,9 +51,20 @@ pub struct LocalBackendConfig {
     /// ([`proviso_llama::Batcher`]) and decode together, instead of each owning a context
     /// of `run.n_ctx` tokens. There should be as many slots as workers.
     pub batch: Option<BatchOptions>,
+    /// Steering from the conversation ([`proviso_tools::steer::plan`]): each response's
+    /// tool choice and grammar derived from the calls and results the request carries.
+    /// `None` turns it off for every request; a request turns it off with `steering: false`.
+    pub steering: Option<Limits>,
 }
 
 impl LocalBackendConfig {
+    /// Sets [`LocalBackendConfig::steering`].
+    #[must_use]
+    pub fn steering(mut self, steering: Option<Limits>) -> Self {
+        self.steering = steering;
+        self
+    }
+
     /// Sets [`LocalBackendConfig::call_format`].
     #[must_use]
     pub fn call_format(mut self, call_format: CallFormat) -> Self {
@@ -129,6 +141,7 @@ impl Default for LocalBackendConfig {
             max_parallel_calls: 4,
             two_phase_auto: true,
             batch: None,
+            steering: Some(Limits::default()),
         }
     }
 }
@@ -169,6 +182,8 @@ pub struct LocalJob {
     call_start: Option<u8>,
     /// For tool grammars: how a step's calls are judged against the conversation.
     auto: Option<AutoPhase>,
+    /// What steering from the conversation decided.
+    steering: Option<SteeringNote>,
 }
 
 /// How a step's calls are judged against the conversation after generation: the second
@@ -185,6 +200,10 @@ struct AutoPhase {
     text_only: Option<Compiled>,
     /// Whether a step may hold several calls (and so may be fanned out).
     several_calls: bool,
+    /// Under `required`, before any call of this turn: the grammar options a call is
+    /// regenerated under, on the other tools, when the conversation cannot trace its
+    /// arguments (an agent's output tool written before the lookup that would fill it).
+    retarget: Option<GrammarOptions>,
 }
 
 fn constraint_error(param: &str, e: &ConstraintError) -> RejectedRequest {
@@ -326,11 +345,51 @@ impl Backend for LocalBackend {
 
     fn prepare(&self, request: &GenerationRequest) -> Result<LocalJob, RejectedRequest> {
         let compile = CompileOptions::default();
-        let answer_schema = judge::answer_schema(request);
+        // JSON mode with the answer's schema stated in the instructions: the schema is the
+        // grammar, when it compiles (otherwise any object, as asked).
+        let stated = judge::stated_schema(request).filter(|schema| {
+            self.model
+                .compile(&ConstraintSpec::JsonSchema(schema.clone()), &compile)
+                .is_ok()
+        });
+        let answer_schema = stated.clone().or_else(|| judge::answer_schema(request));
         let tools = judge::tools(request)?;
         let mut auto_text = None;
         let mut auto_registry = None;
+        let mut steering = None;
+        let mut avoid = Vec::new();
+        let mut retarget = None;
         let (spec, check, tool_text, call_start) = if let Some((registry, choice)) = tools {
+            // The conversation is the run's state: calls already answered leave the grammar,
+            // and a round of results is followed by an answer.
+            let (registry, choice) = match (&self.config.steering, &request.prompt) {
+                (Some(limits), PromptInput::Chat(messages)) if request.steering => {
+                    let history = History::read(messages);
+                    let note = |report: &steer::Report| SteeringNote {
+                        summary: report.summary(),
+                        detail: serde_json::to_value(report).unwrap_or_default(),
+                    };
+                    if let Some(report) = steer::first_call(&registry, &choice, &history) {
+                        steering = Some(note(&report));
+                        retarget = Some(());
+                    }
+                    match steer::plan(
+                        &registry,
+                        self.config.call_format,
+                        &choice,
+                        &history,
+                        limits,
+                    ) {
+                        Some(plan) => {
+                            steering = Some(note(&plan.report));
+                            avoid = plan.avoid;
+                            (plan.registry, plan.choice)
+                        }
+                        None => (registry, choice),
+                    }
+                }
+                _ => (registry, choice),
+            };
             if matches!(
                 request.constraint,
                 OutputConstraint::Regex(_)
@@ -392,8 +451,9 @@ impl Backend for LocalBackend {
             let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
             let registry = Arc::new(registry);
             let several_calls = options.max_calls > 1 && format.call_separator().is_some();
-            if two_phase || several_calls {
-                auto_registry = Some((Arc::clone(&registry), format, several_calls));
+            let retarget = retarget.map(|()| first.clone());
+            if two_phase || several_calls || retarget.is_some() {
+                auto_registry = Some((Arc::clone(&registry), format, several_calls, retarget));
             }
             let gate = ToolGate::new(registry, format, self.config.policy.clone());
             (
@@ -413,7 +473,9 @@ impl Backend for LocalBackend {
                 OutputConstraint::None => (None, Judge::Text, None, None),
                 OutputConstraint::JsonObject => (
                     Some(ConstraintSpec::JsonSchema(
-                        serde_json::json!({"type": "object"}),
+                        stated
+                            .clone()
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
                     )),
                     Judge::JsonObject,
                     None,
@@ -465,10 +527,11 @@ impl Backend for LocalBackend {
             None => None,
         };
         let auto = match auto_registry {
-            Some((registry, format, several_calls)) => Some(AutoPhase {
+            Some((registry, format, several_calls, retarget)) => Some(AutoPhase {
                 registry,
                 format,
                 several_calls,
+                retarget,
                 conversation: conversation(request),
                 text_only: match &auto_text {
                     Some(spec) => Some(
@@ -481,8 +544,17 @@ impl Backend for LocalBackend {
             }),
             None => None,
         };
+        if stated.is_some() {
+            let mut note = steering.unwrap_or_else(|| SteeringNote {
+                summary: "answer".into(),
+                detail: serde_json::json!({}),
+            });
+            note.summary.push_str("; json_schema=instructions");
+            note.detail["json_schema"] = Value::from("instructions");
+            steering = Some(note);
+        }
         let prompt = self.render(request, tool_text.as_deref())?;
-        let options = self.options(request, prompt.len())?;
+        let options = self.options(request, prompt.len())?.avoid(avoid);
         Ok(LocalJob {
             prompt,
             compiled,
@@ -491,7 +563,12 @@ impl Backend for LocalBackend {
             n: request.n,
             call_start,
             auto,
+            steering,
         })
+    }
+
+    fn steering(&self, job: &LocalJob) -> Option<SteeringNote> {
+        job.steering.clone()
     }
 
     fn worker(&self) -> Result<LocalWorker, String> {
@@ -521,6 +598,7 @@ impl Backend for LocalBackend {
             ),
         };
         Ok(LocalWorker {
+            model: Arc::clone(&self.model),
             generator: Generator::new(engine, self.model.tokenizer()),
             attempts: self.config.attempts.max(1),
         })
@@ -530,6 +608,8 @@ impl Backend for LocalBackend {
 /// One worker: its own llama.cpp context, or a slot of a batched one.
 #[derive(Debug)]
 pub struct LocalWorker {
+    /// For grammars decided while generating (a call retargeted to the other tools).
+    model: Arc<LocalModel>,
     generator: Generator<Box<dyn Engine>>,
     attempts: usize,
 }
@@ -581,7 +661,8 @@ impl LocalWorker {
         }
         let avoid =
             proviso_tools::provenance::fan_out_avoid(auto.format, text, calls, &auto.conversation)?;
-        let options = options.clone().avoid(avoid);
+        let mut options = options.clone();
+        options.avoid.extend(avoid);
         let longer = self
             .generator
             .generate(&job.prompt, compiled, &options)
@@ -612,6 +693,85 @@ impl LocalWorker {
             return None;
         }
         Some((out, tokens))
+    }
+}
+
+/// Tokens a retargeted first call may take before it is judged cut: a lookup's call is
+/// short; an output tool's invented text is what runs long.
+const PROBE_TOKENS: usize = 160;
+
+/// The tool a (possibly cut) step names first: every call format writes the tool's name
+/// before its arguments.
+fn first_named(registry: &Registry, text: &str) -> Option<String> {
+    registry
+        .names()
+        .into_iter()
+        .filter_map(|name| {
+            let at = text.match_indices(name).find(|(i, _)| {
+                let after = text[i + name.len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+            })?;
+            Some((at.0, std::cmp::Reverse(name.len()), name.to_owned()))
+        })
+        .min()
+        .map(|(_, _, name)| name)
+}
+
+impl LocalWorker {
+    /// A first call under `required` whose arguments the conversation cannot trace is
+    /// written again on the tools it did not name; the new calls replace it only when they
+    /// pass the gates and the conversation traces them. Returns them and the tokens spent.
+    fn retarget(
+        &mut self,
+        auto: &AutoPhase,
+        job: &LocalJob,
+        options: &GenerateOptions,
+        calls: &[(String, Value)],
+        judge_first: bool,
+    ) -> Option<(Vec<ToolCallOut>, u64)> {
+        let grammar_options = auto.retarget.as_ref()?;
+        if judge_first
+            && proviso_tools::provenance::choose(&auto.registry, calls, &auto.conversation)
+                == proviso_tools::AutoChoice::Call
+        {
+            return None;
+        }
+        let others: Vec<proviso_tools::ToolSpec> = auto
+            .registry
+            .iter()
+            .filter(|t| !calls.iter().any(|(name, _)| name == t.spec().name()))
+            .map(|t| t.spec().clone())
+            .collect();
+        let others = Registry::new(others).ok().filter(|r| !r.is_empty())?;
+        let grammar = auto.format.grammar(&others, grammar_options).ok()?;
+        let compiled = self
+            .model
+            .compile(&spec_of(&grammar.grammar), &CompileOptions::default())
+            .ok()?;
+        let generation = self
+            .generator
+            .generate(&job.prompt, Some(&compiled), options)
+            .ok()?;
+        let tokens = generation.tokens.len() as u64;
+        if !matches!(
+            generation.stop_reason,
+            StopReason::Stop | StopReason::GrammarComplete
+        ) {
+            return None;
+        }
+        let Ok(Judged::Calls(out)) = job
+            .check
+            .local(&generation.text(), &mut |_| proviso_server::call_id())
+        else {
+            return None;
+        };
+        let written: Vec<(String, Value)> = out
+            .iter()
+            .filter_map(|c| Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?)))
+            .collect();
+        (proviso_tools::provenance::choose(&auto.registry, &written, &auto.conversation)
+            == proviso_tools::AutoChoice::Call)
+            .then_some((out, tokens))
     }
 }
 
@@ -674,9 +834,16 @@ impl Worker for LocalWorker {
             // Under a two-phase `auto`, whether the first phase's call was set aside for a
             // text answer.
             let mut answering = false;
+            // Under a retargeted `required` first call: the first attempt is a probe with a
+            // short budget, since the call it may set aside need not be written to its end.
+            let mut probe_retarget = job.auto.as_ref().is_some_and(|a| a.retarget.is_some());
             loop {
                 attempt += 1;
                 let mut options = job.options.clone();
+                let full_options = options.clone();
+                if probe_retarget {
+                    options.max_tokens = options.max_tokens.min(PROBE_TOKENS);
+                }
                 if let Some(tokens) = looped {
                     options = options.against_repetition();
                     options.wrap_up = options.wrap_up.map(|w| w.after(tokens));
@@ -756,6 +923,36 @@ impl Worker for LocalWorker {
                     attempt = 0;
                     continue;
                 }
+                // A probe cut or looping inside its call: the call goes to the other tools,
+                // or, when they write none the conversation traces, is written again whole.
+                if probe_retarget {
+                    probe_retarget = false;
+                    if matches!(stop_reason, StopReason::Length | StopReason::Repetition) {
+                        let named = job
+                            .auto
+                            .as_ref()
+                            .and_then(|a| first_named(&a.registry, &text));
+                        if let (Some(auto), Some(name)) = (&job.auto, named) {
+                            let cut = [(name, Value::Null)];
+                            if let Some((other, tokens)) =
+                                self.retarget(auto, &job, &full_options, &cut, false)
+                            {
+                                completion_tokens += tokens;
+                                sink.generated(tokens);
+                                let mut verdict = base;
+                                verdict.tool_calls = other;
+                                verdict.content = None;
+                                verdict.finish_reason = FinishReason::ToolCalls;
+                                verdict.completion_tokens = completion_tokens;
+                                judge::send(sink, index, &verdict, false)?;
+                                choices.push(verdict);
+                                break;
+                            }
+                        }
+                        attempt -= 1;
+                        continue;
+                    }
+                }
                 // A fragment cut by the token limit is returned as text, never as a call or
                 // as a valid object.
                 if stop_reason == StopReason::Length {
@@ -807,7 +1004,14 @@ impl Worker for LocalWorker {
                         attempt = 0;
                         continue;
                     }
-                    if let Some((longer, tokens)) =
+                    if let Some((other, tokens)) =
+                        self.retarget(auto, &job, &full_options, &calls, true)
+                    {
+                        completion_tokens += tokens;
+                        sink.generated(tokens);
+                        choice.tool_calls = other;
+                        choice.completion_tokens = completion_tokens;
+                    } else if let Some((longer, tokens)) =
                         self.fan_out(auto, &job, compiled, &options, &text, &calls)
                     {
                         completion_tokens += tokens;

@@ -1,0 +1,714 @@
+//! Steering from what already ran: one policy for an agent run in the harness and for a
+//! conversation the server receives.
+//!
+//! A small model repeats itself: given a tool's result, it writes the same call again. Both
+//! the harness (which executes calls and knows what ran) and the server (which receives
+//! every earlier call and its result in the conversation) narrow the next step from that
+//! history with the code here:
+//!
+//! - [`without_calls`] takes calls that already ran out of the grammar where the grammar can
+//!   say so, and otherwise returns them as text for the decoder to avoid;
+//! - [`History::read`] reads a chat conversation into the calls made since the last user
+//!   turn, their results, whether each failed, and how many tool rounds passed;
+//! - [`plan`] decides the next response from a [`History`]: answer (after a round whose
+//!   results all came back, or once the round limit is reached), or call again with the
+//!   repeats, and tools that failed twice, out of the choice.
+//!
+//! The gates still judge everything: steering makes the useful move the reachable one.
+
+use proviso_contract::{Message, Role};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::{finite_arguments, CallFormat, Registry, ToolChoice};
+
+/// Most argument objects a tool may admit for its calls to be enumerated in the grammar.
+pub const FINITE_LIMIT: usize = 300;
+
+/// A registry narrowed by calls that already ran.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Narrowed {
+    /// The registry: a tool whose argument objects are few is held to those that have not
+    /// run; a tool with none left is gone.
+    pub registry: Registry,
+    /// Calls the grammar could not exclude, as the text the decoder must not complete.
+    pub avoid: Vec<String>,
+    /// Calls taken out of the grammar, as `tool {arguments}`.
+    pub excluded: Vec<String>,
+    /// Tools taken out because every call they admit already ran.
+    pub exhausted: Vec<String>,
+    /// Calls passed to the decoder to avoid, as `tool {arguments}`.
+    pub avoided: Vec<String>,
+}
+
+/// A call as traces and steering reports name it: `tool {arguments}`.
+#[must_use]
+pub fn describe(name: &str, arguments: &Map<String, Value>) -> String {
+    format!("{name} {}", Value::Object(arguments.clone()))
+}
+
+/// Narrows `registry` by the calls in `ran` (tool name and arguments): what already ran
+/// cannot be written again where the grammar can say so, and is avoided where it cannot.
+#[must_use]
+pub fn without_calls(
+    registry: &Registry,
+    format: CallFormat,
+    ran: &[(&str, &Map<String, Value>)],
+) -> Narrowed {
+    let mut out = Narrowed {
+        registry: Registry::default(),
+        avoid: Vec::new(),
+        excluded: Vec::new(),
+        exhausted: Vec::new(),
+        avoided: Vec::new(),
+    };
+    let mut specs = Vec::new();
+    for tool in registry.iter() {
+        let spec = tool.spec();
+        let calls: Vec<&Map<String, Value>> = ran
+            .iter()
+            .filter(|(name, _)| *name == spec.name())
+            .map(|(_, arguments)| *arguments)
+            .collect();
+        if calls.is_empty() {
+            specs.push(spec.clone());
+            continue;
+        }
+        match finite_arguments(spec.parameters(), FINITE_LIMIT) {
+            Some(all) => {
+                let left: Vec<&Map<String, Value>> =
+                    all.iter().filter(|a| !calls.contains(a)).collect();
+                for a in &calls {
+                    out.excluded.push(describe(spec.name(), a));
+                }
+                if left.is_empty() {
+                    out.exhausted.push(spec.name().to_owned());
+                    continue;
+                }
+                let variants: Vec<Value> = left
+                    .iter()
+                    .map(|a| json!({"const": Value::Object((*a).clone())}))
+                    .collect();
+                specs.push(
+                    spec.clone()
+                        .with_parameters(json!({"type": "object", "anyOf": variants})),
+                );
+            }
+            None => {
+                for a in &calls {
+                    out.avoid.push(format.call_text(spec.name(), a));
+                    out.avoided.push(describe(spec.name(), a));
+                }
+                specs.push(spec.clone());
+            }
+        }
+    }
+    for list in [
+        &mut out.avoid,
+        &mut out.avoided,
+        &mut out.excluded,
+        &mut out.exhausted,
+    ] {
+        list.sort();
+        list.dedup();
+    }
+    // The narrowed schemas are built from the declared ones; should one fail to register,
+    // the declared registry is used and the gates judge a repeat as before.
+    out.registry = Registry::new(specs).unwrap_or_else(|_| registry.clone());
+    out
+}
+
+/// One call a conversation made, with what came back.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PastCall {
+    /// The tool.
+    pub name: String,
+    /// Its arguments (a call whose arguments are not a JSON object has none).
+    pub arguments: Map<String, Value>,
+    /// The tool's result, when the conversation holds it.
+    pub result: Option<String>,
+    /// Whether the result reports a failure ([`reports_failure`]).
+    pub failed: bool,
+    /// The tool round it was made in since the last user turn, from 1; 0 for a call made
+    /// before it (for an earlier request of the conversation).
+    pub round: usize,
+}
+
+/// The calls a conversation made, with their results: the run's state, as a client that
+/// executes the tools itself sends it back.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct History {
+    /// Every call of the conversation, in order.
+    pub calls: Vec<PastCall>,
+    /// How many assistant turns made calls since the last user turn.
+    pub rounds: usize,
+}
+
+impl History {
+    /// Reads `messages`: the assistant turns that made calls, and the tool turns that
+    /// answer them (by call id, or in order when ids are missing). Rounds are counted from
+    /// the last user turn: calls made for earlier turns are out of the grammar as repeats,
+    /// but do not count towards this turn's rounds.
+    #[must_use]
+    pub fn read(messages: &[Message]) -> Self {
+        let start = messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .map_or(0, |i| i + 1);
+        let mut history = Self::default();
+        // Per call: its index in `calls` and its id, to match results.
+        let mut ids: Vec<(usize, String)> = Vec::new();
+        for (at, message) in messages.iter().enumerate() {
+            match message.role {
+                Role::Assistant if !message.tool_calls.is_empty() => {
+                    let round = if at >= start {
+                        history.rounds += 1;
+                        history.rounds
+                    } else {
+                        0
+                    };
+                    for call in &message.tool_calls {
+                        let arguments = serde_json::from_str::<Value>(&call.arguments)
+                            .ok()
+                            .and_then(|v| match v {
+                                Value::Object(map) => Some(map),
+                                _ => None,
+                            })
+                            .unwrap_or_default();
+                        ids.push((history.calls.len(), call.id.clone()));
+                        history.calls.push(PastCall {
+                            name: call.name.clone(),
+                            arguments,
+                            result: None,
+                            failed: false,
+                            round,
+                        });
+                    }
+                }
+                Role::Tool => {
+                    let by_id = message
+                        .tool_call_id
+                        .as_deref()
+                        .filter(|id| !id.is_empty())
+                        .and_then(|id| ids.iter().find(|(_, c)| c == id))
+                        .map(|(i, _)| *i);
+                    // Without a matching id, the first call still waiting for its result.
+                    let index = by_id.or_else(|| {
+                        ids.iter()
+                            .map(|(i, _)| *i)
+                            .find(|i| history.calls[*i].result.is_none())
+                    });
+                    if let Some(i) = index {
+                        let call = &mut history.calls[i];
+                        call.failed = reports_failure(&message.content);
+                        call.result = Some(message.content.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        history
+    }
+
+    /// The calls of this turn's last round (none before its first).
+    fn last_round(&self) -> impl Iterator<Item = &PastCall> {
+        self.calls
+            .iter()
+            .filter(move |c| self.rounds > 0 && c.round == self.rounds)
+    }
+
+    /// Whether a call was made since the last user turn.
+    #[must_use]
+    pub fn called_this_turn(&self) -> bool {
+        self.rounds > 0
+    }
+}
+
+/// Whether a tool result reports a failure rather than a result: an object with an `error`
+/// member, or text that opens by saying an error occurred (as agent frameworks write a
+/// tool's exception or a validation failure back to the model).
+#[must_use]
+pub fn reports_failure(result: &str) -> bool {
+    let trimmed = result.trim_start();
+    if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(trimmed) {
+        return object
+            .get("error")
+            .is_some_and(|e| !e.is_null() && e != &Value::Bool(false))
+            || object.get("is_error") == Some(&Value::Bool(true))
+            || object.get("isError") == Some(&Value::Bool(true));
+    }
+    let head: String = trimmed.chars().take(160).collect::<String>().to_lowercase();
+    const OPENINGS: [&str; 5] = ["error", "exception", "traceback", "failed", "failure"];
+    const PHRASES: [&str; 4] = [
+        "an error occurred",
+        "fix the errors and try again",
+        "validation error",
+        "unknown tool",
+    ];
+    OPENINGS.iter().any(|o| head.starts_with(o)) || PHRASES.iter().any(|p| head.contains(p))
+}
+
+/// How the next response is steered from a conversation's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// After this many tool rounds since the last user turn, the next response answers.
+    pub max_tool_rounds: usize,
+    /// After a round whose calls all returned a result that is not a failure, the next
+    /// response answers (under `auto`) or calls another tool (under `required`).
+    pub answer_after_results: bool,
+    /// How many failed results a tool may have before it leaves the choice: a failed call
+    /// may be retried, with changed arguments, this many times minus one.
+    pub max_failures: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_tool_rounds: 4,
+            answer_after_results: true,
+            max_failures: 2,
+        }
+    }
+}
+
+impl Limits {
+    /// Sets [`Limits::max_tool_rounds`].
+    #[must_use]
+    pub fn max_tool_rounds(mut self, rounds: usize) -> Self {
+        self.max_tool_rounds = rounds;
+        self
+    }
+
+    /// Sets [`Limits::answer_after_results`].
+    #[must_use]
+    pub fn answer_after_results(mut self, on: bool) -> Self {
+        self.answer_after_results = on;
+        self
+    }
+}
+
+/// Why the next response answers instead of calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AnswerCause {
+    /// Every call of the last round returned a result.
+    Results,
+    /// The tool-round limit was reached.
+    Rounds,
+    /// Every call the tools admit already ran, or failed too often.
+    ToolsExhausted,
+}
+
+impl AnswerCause {
+    /// The stable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Results => "results",
+            Self::Rounds => "rounds",
+            Self::ToolsExhausted => "tools_exhausted",
+        }
+    }
+}
+
+/// The next response's tool choice and registry, derived from a conversation's history.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Plan {
+    /// The tool choice to generate under.
+    pub choice: ToolChoice,
+    /// The registry to generate and judge under (the declared one narrowed).
+    pub registry: Registry,
+    /// Calls the decoder must not complete (the grammar could not exclude them).
+    pub avoid: Vec<String>,
+    /// What was decided, for the response and the log.
+    pub report: Report,
+}
+
+/// What steering decided for one response, as the server reports it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// `answer`, or `call` (with repeats out of the choice).
+    pub decision: &'static str,
+    /// Why the response answers, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<AnswerCause>,
+    /// Tool rounds since the last user turn.
+    pub rounds: usize,
+    /// Calls since the last user turn.
+    pub calls: usize,
+    /// Calls whose result reported a failure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    /// Calls taken out of the grammar.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<String>,
+    /// Calls the decoder was told to avoid.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub avoided: Vec<String>,
+    /// Tools taken out of the choice.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools_out: Vec<String>,
+    /// Under `required` before any call: a call whose arguments the conversation cannot
+    /// trace is written again on the other tools ([`first_call`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retarget: bool,
+}
+
+impl Report {
+    /// One line for a header or a log: `answer; cause=results; rounds=1; calls=1`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let mut parts = vec![self.decision.to_owned()];
+        if let Some(cause) = self.cause {
+            parts.push(format!("cause={}", cause.as_str()));
+        }
+        parts.push(format!("rounds={}", self.rounds));
+        parts.push(format!("calls={}", self.calls));
+        let repeats = self.excluded.len() + self.avoided.len();
+        if repeats > 0 {
+            parts.push(format!("repeats_out={repeats}"));
+        }
+        if !self.tools_out.is_empty() {
+            parts.push(format!("tools_out={}", self.tools_out.join(",")));
+        }
+        if self.retarget {
+            parts.push("retarget=untraceable".into());
+        }
+        parts.join("; ")
+    }
+}
+
+/// Before any call of this turn, under `required` with several tools: whether a call the
+/// conversation cannot trace should be written again on the other tools. An agent's output
+/// tool (pydantic-ai's `final_result`) written first, with invented values, is the lookup
+/// skipped; a call whose values the conversation states is kept as written.
+#[must_use]
+pub fn first_call(registry: &Registry, choice: &ToolChoice, history: &History) -> Option<Report> {
+    (*choice == ToolChoice::Required && registry.len() > 1 && !history.called_this_turn()).then(
+        || Report {
+            decision: "call",
+            retarget: true,
+            ..Report::default()
+        },
+    )
+}
+
+/// Decides the next response from `history`: `None` when nothing ran since the last user
+/// turn, or the client named the tool to call (its choice is kept as sent).
+///
+/// Under `auto`, after a round whose results all came back (and under any choice once the
+/// round limit is reached, or when nothing is left to call), the response answers: in text,
+/// or in the requested response format. Under `required` the client wants a call: tools
+/// that already returned a result leave the choice while another remains (an agent's output
+/// tool, typically). Otherwise calls that already ran are out of the grammar, and a tool
+/// whose results failed `max_failures` times leaves the choice.
+#[must_use]
+pub fn plan(
+    registry: &Registry,
+    format: CallFormat,
+    choice: &ToolChoice,
+    history: &History,
+    limits: &Limits,
+) -> Option<Plan> {
+    if history.calls.is_empty() || matches!(choice, ToolChoice::Named(_) | ToolChoice::None) {
+        return None;
+    }
+    let mut report = Report {
+        decision: "call",
+        rounds: history.rounds,
+        calls: history.calls.len(),
+        failed: history.calls.iter().any(|c| c.failed),
+        ..Report::default()
+    };
+    let answered = limits.answer_after_results
+        && history.called_this_turn()
+        && history
+            .last_round()
+            .all(|c| c.result.is_some() && !c.failed);
+    let answer = |mut report: Report, cause: AnswerCause| {
+        report.decision = "answer";
+        report.cause = Some(cause);
+        Some(Plan {
+            choice: ToolChoice::None,
+            registry: registry.clone(),
+            avoid: Vec::new(),
+            report,
+        })
+    };
+    let out_of_rounds = history.rounds >= limits.max_tool_rounds;
+    if *choice == ToolChoice::Auto && (out_of_rounds || answered) {
+        let cause = if answered {
+            AnswerCause::Results
+        } else {
+            AnswerCause::Rounds
+        };
+        return answer(report, cause);
+    }
+    // Tools out of the choice: those that failed too often, and under `required`, after a
+    // round of results, those that returned one (while another tool remains).
+    let mut out: Vec<String> = registry
+        .names()
+        .into_iter()
+        .filter(|name| {
+            history
+                .calls
+                .iter()
+                .filter(|c| c.name == *name && c.failed)
+                .count()
+                >= limits.max_failures
+        })
+        .map(str::to_owned)
+        .collect();
+    if *choice == ToolChoice::Required && (answered || out_of_rounds) {
+        let returned: Vec<String> = registry
+            .names()
+            .into_iter()
+            .filter(|name| {
+                history
+                    .calls
+                    .iter()
+                    .any(|c| c.name == *name && c.result.is_some() && !c.failed)
+            })
+            .map(str::to_owned)
+            .collect();
+        if registry
+            .names()
+            .iter()
+            .any(|n| !returned.iter().any(|r| r == n) && !out.iter().any(|o| o == n))
+        {
+            out.extend(returned);
+        }
+    }
+    out.sort();
+    out.dedup();
+    let kept: Vec<crate::ToolSpec> = registry
+        .iter()
+        .filter(|t| !out.iter().any(|o| o == t.spec().name()))
+        .map(|t| t.spec().clone())
+        .collect();
+    let kept = Registry::new(kept).unwrap_or_else(|_| registry.clone());
+    let ran: Vec<(&str, &Map<String, Value>)> = history
+        .calls
+        .iter()
+        .map(|c| (c.name.as_str(), &c.arguments))
+        .collect();
+    let narrowed = without_calls(&kept, format, &ran);
+    report.tools_out = out;
+    report.tools_out.extend(narrowed.exhausted.iter().cloned());
+    report.excluded = narrowed.excluded;
+    report.avoided = narrowed.avoided;
+    if narrowed.registry.is_empty() {
+        // Nothing is left to call: under `auto` the response answers; under `required` the
+        // declared tools stay (the client demands a call), with the repeats avoided.
+        if *choice == ToolChoice::Auto {
+            return answer(report, AnswerCause::ToolsExhausted);
+        }
+        let all = without_calls(registry, format, &ran);
+        report.tools_out.clear();
+        return Some(Plan {
+            choice: choice.clone(),
+            registry: registry.clone(),
+            avoid: all.avoid,
+            report,
+        });
+    }
+    Some(Plan {
+        choice: choice.clone(),
+        registry: narrowed.registry,
+        avoid: narrowed.avoid,
+        report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proviso_contract::{IntentClass, MessageToolCall};
+
+    fn registry() -> Registry {
+        Registry::new(vec![
+            crate::ToolSpec::new(
+                "get_weather",
+                "Weather in a city.",
+                IntentClass::Read,
+                json!({"type": "object", "properties": {"city": {"type": "string"}},
+                    "required": ["city"], "additionalProperties": false}),
+            ),
+            crate::ToolSpec::new(
+                "final_result",
+                "The answer.",
+                IntentClass::Read,
+                json!({"type": "object", "properties": {"text": {"type": "string"}},
+                    "required": ["text"], "additionalProperties": false}),
+            ),
+        ])
+        .unwrap()
+    }
+
+    fn assistant(calls: &[(&str, &str, &str)]) -> Message {
+        let mut m = Message::new(Role::Assistant, "");
+        m.tool_calls = calls
+            .iter()
+            .map(|(id, name, arguments)| MessageToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*arguments).into(),
+            })
+            .collect();
+        m
+    }
+
+    fn tool(id: &str, content: &str) -> Message {
+        let mut m = Message::new(Role::Tool, content);
+        m.tool_call_id = Some(id.into());
+        m
+    }
+
+    fn conversation(result: &str) -> Vec<Message> {
+        vec![
+            Message::new(Role::User, "Weather in Paris?"),
+            assistant(&[("call_a", "get_weather", r#"{"city":"Paris"}"#)]),
+            tool("call_a", result),
+        ]
+    }
+
+    #[test]
+    fn history_counts_rounds_and_results_since_the_last_user_turn() {
+        let mut messages = conversation("sunny");
+        messages.push(Message::new(Role::User, "And London?"));
+        let before = History::read(&messages);
+        assert_eq!((before.rounds, before.calls.len()), (0, 1));
+        assert!(!before.called_this_turn());
+        messages.push(assistant(&[
+            ("", "get_weather", r#"{"city":"London"}"#),
+            ("", "get_weather", r#"{"city":"Rome"}"#),
+        ]));
+        messages.push(Message::new(Role::Tool, "rain"));
+        let history = History::read(&messages);
+        assert_eq!(history.rounds, 1);
+        assert_eq!(history.calls.len(), 3);
+        // Without ids, results answer calls in order.
+        assert_eq!(history.calls[1].result.as_deref(), Some("rain"));
+        assert_eq!(history.calls[2].result, None);
+        // An earlier turn's call is out of the grammar as a repeat; this turn's answer
+        // waits for every result of its last round.
+        let p = plan(
+            &registry(),
+            CallFormat::Hermes,
+            &ToolChoice::Auto,
+            &history,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(p.report.decision, "call");
+        assert_eq!(p.avoid.len(), 3);
+    }
+
+    #[test]
+    fn after_results_auto_answers_and_required_calls_another_tool() {
+        let history = History::read(&conversation("sunny, 21 C"));
+        let r = registry();
+        let limits = Limits::default();
+        let auto = plan(&r, CallFormat::Hermes, &ToolChoice::Auto, &history, &limits).unwrap();
+        assert_eq!(auto.choice, ToolChoice::None);
+        assert_eq!(auto.report.cause, Some(AnswerCause::Results));
+        assert_eq!(
+            auto.report.summary(),
+            "answer; cause=results; rounds=1; calls=1"
+        );
+        let required = plan(
+            &r,
+            CallFormat::Hermes,
+            &ToolChoice::Required,
+            &history,
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(required.choice, ToolChoice::Required);
+        assert_eq!(required.registry.names(), vec!["final_result"]);
+        assert_eq!(required.report.tools_out, vec!["get_weather"]);
+        // Named and none are the client's decision.
+        assert!(plan(
+            &r,
+            CallFormat::Hermes,
+            &ToolChoice::Named("get_weather".into()),
+            &history,
+            &limits
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn a_failed_call_may_be_retried_with_other_arguments_not_repeated() {
+        let history = History::read(&conversation("Error: unknown city"));
+        assert!(history.calls[0].failed);
+        let p = plan(
+            &registry(),
+            CallFormat::Hermes,
+            &ToolChoice::Auto,
+            &history,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(p.choice, ToolChoice::Auto);
+        assert_eq!(p.report.decision, "call");
+        assert_eq!(p.avoid.len(), 1);
+        assert!(p.avoid[0].contains("Paris"));
+        // Two failures take the tool out of the choice.
+        let mut messages = conversation("Error: unknown city");
+        messages.push(assistant(&[(
+            "call_b",
+            "get_weather",
+            r#"{"city":"Pari"}"#,
+        )]));
+        messages.push(tool("call_b", r#"{"error": "unknown city"}"#));
+        let p = plan(
+            &registry(),
+            CallFormat::Hermes,
+            &ToolChoice::Auto,
+            &History::read(&messages),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(p.registry.names(), vec!["final_result"]);
+    }
+
+    #[test]
+    fn the_round_limit_ends_in_an_answer() {
+        let mut messages = vec![Message::new(Role::User, "?")];
+        for i in 0..4 {
+            let id = format!("c{i}");
+            let arguments = format!(r#"{{"city":"C{i}"}}"#);
+            messages.push(assistant(&[(&id, "get_weather", &arguments)]));
+            messages.push(tool(&id, "Error: down"));
+        }
+        let p = plan(
+            &registry(),
+            CallFormat::Hermes,
+            &ToolChoice::Auto,
+            &History::read(&messages),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(p.report.cause, Some(AnswerCause::Rounds));
+    }
+
+    #[test]
+    fn failures_are_read_from_objects_and_openings_not_from_mentions() {
+        assert!(reports_failure(r#"{"error": "boom"}"#));
+        assert!(reports_failure("Error: boom"));
+        assert!(reports_failure(
+            "An error occurred while running the tool. Please try again."
+        ));
+        assert!(!reports_failure(r#"{"error": null, "temp": 3}"#));
+        assert!(!reports_failure("The error bars are 3%."));
+        assert!(!reports_failure("Sunny"));
+    }
+}
