@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 use crate::agent::ExecutedCall;
 use crate::toolbox::ToolOutcome;
 
-use proviso_tools::steer::FINITE_LIMIT;
+use proviso_tools::steer::{is_free_text, is_label, regex_escape, words_pattern, FINITE_LIMIT};
 /// Most values a grounded free-text argument is enumerated into (beyond it, a pattern).
 const MAX_QUERIES: usize = 255;
 /// Most observed lines offered as citations in one answer grammar.
@@ -393,18 +393,6 @@ fn schema_at<'a>(schema: &'a mut Value, pointer: &str) -> Option<&'a mut Value> 
     Some(here)
 }
 
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if "\\.+*?()|[]{}^$".contains(c) {
-                vec!['\\', c]
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 /// A line an answer may cite, with the spans of it that answer the question, best first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Citable {
@@ -548,12 +536,6 @@ fn span_pattern(cited: &[&Citable], max_spans: usize) -> String {
     format!("^(?:{first}{rest})$")
 }
 
-/// Whether the `i`-th word is a label (a capital letter standing alone after the first
-/// word: the `A` of `Arm A`), which a search must keep although `a` is a function word.
-fn is_label(i: usize, word: &str) -> bool {
-    i > 0 && word.len() == 1 && word.chars().all(|c| c.is_ascii_uppercase())
-}
-
 /// The question's content words, in order, each once.
 fn query_words(text: &str) -> Vec<String> {
     let mut seen = BTreeSet::new();
@@ -592,56 +574,6 @@ fn queries(words: &[String], max_words: usize) -> Option<Vec<String>> {
     }
     out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     Some(out.into_iter().map(|q| q.join(" ")).collect())
-}
-
-/// A pattern for a short free-text value (a search query) made of the content words of
-/// `text`, at most `max_words` of them, separated by spaces: the value can only name what
-/// the conversation named.
-fn words_pattern(text: &str, max_words: usize) -> Option<String> {
-    // Content words only, in the question's order, each at most once: a function word is
-    // never what a search needs, and a small model left free writes `the the the` or
-    // `adverse adverse adverse`.
-    let mut seen = BTreeSet::new();
-    let content: Vec<String> = words(text)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
-        .map(|(_, w)| w)
-        .filter(|w| seen.insert(w.to_lowercase()))
-        .map(|w| {
-            let lower = w.to_lowercase();
-            if lower == w {
-                regex_escape(w)
-            } else {
-                format!("(?:{}|{})", regex_escape(w), regex_escape(&lower))
-            }
-        })
-        .collect();
-    if content.is_empty() {
-        return None;
-    }
-    // A query is a run of these words in order, some skipped: one alternative per first
-    // word, each later word optional (quadratic in the words, never exponential).
-    let starts: Vec<String> = (0..content.len())
-        .map(|first| {
-            let rest: String = content[first + 1..]
-                .iter()
-                .take(max_words.saturating_sub(1))
-                .map(|w| format!("(?: {w})?"))
-                .collect();
-            format!("{}{rest}", content[first])
-        })
-        .collect();
-    Some(format!("^(?:{})$", starts.join("|")))
-}
-
-/// Whether a property schema is free text: a string with no `enum`, `const`, `pattern` or
-/// `format`.
-fn is_free_text(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("string")
-        && ["enum", "const", "pattern", "format"]
-            .iter()
-            .all(|k| schema.get(k).is_none())
 }
 
 /// The strings of `value`, at any depth.

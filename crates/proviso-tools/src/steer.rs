@@ -16,6 +16,9 @@
 //!
 //! The gates still judge everything: steering makes the useful move the reachable one.
 
+use std::collections::BTreeSet;
+
+use proviso_contract::lexicon::{is_function_word, words};
 use proviso_contract::{Message, Role};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -527,6 +530,116 @@ pub fn plan(
     })
 }
 
+/// `text` with the regular-expression metacharacters escaped.
+#[must_use]
+pub fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                vec!['\\', c]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Whether the `i`-th word is a label (a capital letter standing alone after the first
+/// word: the `A` of `Arm A`), which a search must keep although `a` is a function word.
+#[must_use]
+pub fn is_label(i: usize, word: &str) -> bool {
+    i > 0 && word.len() == 1 && word.chars().all(|c| c.is_ascii_uppercase())
+}
+
+/// A pattern for a short free-text value (a search query, a city) made of the content
+/// words of `text`, at most `max_words` of them, separated by spaces: the value can only
+/// name what the conversation named.
+#[must_use]
+pub fn words_pattern(text: &str, max_words: usize) -> Option<String> {
+    // Content words only, in the text's order, each at most once: a function word is
+    // never what a lookup needs, and a small model left free writes `the the the` or
+    // `adverse adverse adverse`.
+    let mut seen = BTreeSet::new();
+    let content: Vec<String> = words(text)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
+        .map(|(_, w)| w)
+        .filter(|w| seen.insert(w.to_lowercase()))
+        .map(|w| {
+            let lower = w.to_lowercase();
+            if lower == w {
+                regex_escape(w)
+            } else {
+                format!("(?:{}|{})", regex_escape(w), regex_escape(&lower))
+            }
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    // A value is a run of these words in order, some skipped: one alternative per first
+    // word, each later word optional (quadratic in the words, never exponential).
+    let starts: Vec<String> = (0..content.len())
+        .map(|first| {
+            let rest: String = content[first + 1..]
+                .iter()
+                .take(max_words.saturating_sub(1))
+                .map(|w| format!("(?: {w})?"))
+                .collect();
+            format!("{}{rest}", content[first])
+        })
+        .collect();
+    Some(format!("^(?:{})$", starts.join("|")))
+}
+
+/// Whether a property schema is free text: a string with no `enum`, `const`, `pattern` or
+/// `format`.
+#[must_use]
+pub fn is_free_text(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("string")
+        && ["enum", "const", "pattern", "format"]
+            .iter()
+            .all(|k| schema.get(k).is_none())
+}
+
+/// The registry with each tool's required free-text arguments held to runs of at most
+/// `max_words` content words of `asked` (the user's turns): a lookup's values come from the
+/// request, as [`crate::provenance::ground_numbers`] holds its numbers. `None` when no
+/// argument changes. Only the grammar is narrowed; the gates check the declared schemas.
+#[must_use]
+pub fn ground_strings(registry: &Registry, asked: &str, max_words: usize) -> Option<Registry> {
+    let pattern = words_pattern(asked, max_words)?;
+    registry.narrowed(|parameters| {
+        let required: Vec<String> = parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let Some(properties) = parameters
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        let mut changed = false;
+        for name in required {
+            if let Some(Value::Object(schema)) = properties.get_mut(&name) {
+                if is_free_text(&Value::Object(schema.clone())) {
+                    schema.insert("pattern".into(), Value::String(pattern.clone()));
+                    changed = true;
+                }
+            }
+        }
+        changed
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,6 +791,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.registry.names(), vec!["final_result"]);
+    }
+
+    #[test]
+    fn grounded_strings_name_only_what_was_asked() {
+        let grounded =
+            ground_strings(&registry(), "What is the weather in Paris today?", 3).unwrap();
+        let pattern = grounded.get("get_weather").unwrap().spec().parameters()["properties"]
+            ["city"]["pattern"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let re = regex_lite(&pattern);
+        assert!(re("Paris"));
+        assert!(re("weather Paris"));
+        assert!(!re(".256873.1409, "));
+        assert!(!re("London"));
+        assert_eq!(ground_strings(&registry(), "the of a", 3).map(|_| ()), None);
+    }
+
+    /// A whole-match check for the simple patterns `words_pattern` writes.
+    fn regex_lite(pattern: &str) -> impl Fn(&str) -> bool {
+        let re = regex::Regex::new(pattern).unwrap();
+        move |s| re.is_match(s)
     }
 
     #[test]

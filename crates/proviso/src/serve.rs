@@ -696,27 +696,6 @@ impl LocalWorker {
     }
 }
 
-/// Tokens a retargeted first call may take before it is judged cut: a lookup's call is
-/// short; an output tool's invented text is what runs long.
-const PROBE_TOKENS: usize = 160;
-
-/// The tool a (possibly cut) step names first: every call format writes the tool's name
-/// before its arguments.
-fn first_named(registry: &Registry, text: &str) -> Option<String> {
-    registry
-        .names()
-        .into_iter()
-        .filter_map(|name| {
-            let at = text.match_indices(name).find(|(i, _)| {
-                let after = text[i + name.len()..].chars().next();
-                !after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
-            })?;
-            Some((at.0, std::cmp::Reverse(name.len()), name.to_owned()))
-        })
-        .min()
-        .map(|(_, _, name)| name)
-}
-
 impl LocalWorker {
     /// A first call under `required` whose arguments the conversation cannot trace is
     /// written again on the tools it did not name; the new calls replace it only when they
@@ -727,12 +706,10 @@ impl LocalWorker {
         job: &LocalJob,
         options: &GenerateOptions,
         calls: &[(String, Value)],
-        judge_first: bool,
     ) -> Option<(Vec<ToolCallOut>, u64)> {
         let grammar_options = auto.retarget.as_ref()?;
-        if judge_first
-            && proviso_tools::provenance::choose(&auto.registry, calls, &auto.conversation)
-                == proviso_tools::AutoChoice::Call
+        if proviso_tools::provenance::choose(&auto.registry, calls, &auto.conversation)
+            == proviso_tools::AutoChoice::Call
         {
             return None;
         }
@@ -743,6 +720,11 @@ impl LocalWorker {
             .map(|t| t.spec().clone())
             .collect();
         let others = Registry::new(others).ok().filter(|r| !r.is_empty())?;
+        // The lookup's free-text values are held to the request's words (its numbers to
+        // the numbers it states), as the call is then judged by them.
+        let others = steer::ground_strings(&others, &auto.conversation, 4).unwrap_or(others);
+        let others = proviso_tools::provenance::ground_numbers(&others, &auto.conversation)
+            .unwrap_or(others);
         let grammar = auto.format.grammar(&others, grammar_options).ok()?;
         let compiled = self
             .model
@@ -834,16 +816,9 @@ impl Worker for LocalWorker {
             // Under a two-phase `auto`, whether the first phase's call was set aside for a
             // text answer.
             let mut answering = false;
-            // Under a retargeted `required` first call: the first attempt is a probe with a
-            // short budget, since the call it may set aside need not be written to its end.
-            let mut probe_retarget = job.auto.as_ref().is_some_and(|a| a.retarget.is_some());
             loop {
                 attempt += 1;
                 let mut options = job.options.clone();
-                let full_options = options.clone();
-                if probe_retarget {
-                    options.max_tokens = options.max_tokens.min(PROBE_TOKENS);
-                }
                 if let Some(tokens) = looped {
                     options = options.against_repetition();
                     options.wrap_up = options.wrap_up.map(|w| w.after(tokens));
@@ -923,36 +898,6 @@ impl Worker for LocalWorker {
                     attempt = 0;
                     continue;
                 }
-                // A probe cut or looping inside its call: the call goes to the other tools,
-                // or, when they write none the conversation traces, is written again whole.
-                if probe_retarget {
-                    probe_retarget = false;
-                    if matches!(stop_reason, StopReason::Length | StopReason::Repetition) {
-                        let named = job
-                            .auto
-                            .as_ref()
-                            .and_then(|a| first_named(&a.registry, &text));
-                        if let (Some(auto), Some(name)) = (&job.auto, named) {
-                            let cut = [(name, Value::Null)];
-                            if let Some((other, tokens)) =
-                                self.retarget(auto, &job, &full_options, &cut, false)
-                            {
-                                completion_tokens += tokens;
-                                sink.generated(tokens);
-                                let mut verdict = base;
-                                verdict.tool_calls = other;
-                                verdict.content = None;
-                                verdict.finish_reason = FinishReason::ToolCalls;
-                                verdict.completion_tokens = completion_tokens;
-                                judge::send(sink, index, &verdict, false)?;
-                                choices.push(verdict);
-                                break;
-                            }
-                        }
-                        attempt -= 1;
-                        continue;
-                    }
-                }
                 // A fragment cut by the token limit is returned as text, never as a call or
                 // as a valid object.
                 if stop_reason == StopReason::Length {
@@ -1004,9 +949,7 @@ impl Worker for LocalWorker {
                         attempt = 0;
                         continue;
                     }
-                    if let Some((other, tokens)) =
-                        self.retarget(auto, &job, &full_options, &calls, true)
-                    {
+                    if let Some((other, tokens)) = self.retarget(auto, &job, &options, &calls) {
                         completion_tokens += tokens;
                         sink.generated(tokens);
                         choice.tool_calls = other;
