@@ -198,6 +198,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         config.policy = policy.unwrap_or_else(|| LocalBackendConfig::default().policy);
         config.timeout = server.request_timeout;
         config.gbnf = Some(proviso::llama_gbnf());
+        config.steering = steering_limits(args);
         let backend = proviso::GatewayBackend::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let label = format!("{} via {url}", proviso::server::Backend::model_id(&backend));
         return listen(args, backend, server, &label);
@@ -247,14 +248,18 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         .call_format(args.call_format)
         .run(RunOptions::default().n_ctx(args.ctx).n_threads(threads))
         .batch(batch)
-        .steering((args.steering == "on").then(|| {
-            proviso::tools::steer::Limits::default().max_tool_rounds(args.max_tool_rounds)
-        }));
+        .steering(steering_limits(args));
     if let Some(policy) = policy {
         config.policy = policy;
     }
     let backend = LocalBackend::new(Arc::new(local), id.clone(), config);
     listen(args, backend, server, &id)
+}
+
+/// The steering limits `--steering` and `--max-tool-rounds` ask for (`None`: off).
+fn steering_limits(args: &ServeArgs) -> Option<proviso::tools::steer::Limits> {
+    (args.steering == "on")
+        .then(|| proviso::tools::steer::Limits::default().max_tool_rounds(args.max_tool_rounds))
 }
 
 fn listen<B: proviso::server::Backend>(

@@ -939,6 +939,37 @@ fn the_gateway_speaks_current_vllm_and_catches_an_upstream_that_ignores_it() {
     }
 }
 
+/// Steering from the conversation applies through the gateway too: after a round whose
+/// result came back, the upstream is told to answer (`tool_choice: none`) and the response
+/// says why; a request can turn it off.
+#[test]
+fn the_gateway_steers_from_the_conversation() {
+    let upstream = FakeUpstream::start(|_| "It is sunny and 21 degrees.".to_owned());
+    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
+    let mut request = json!({
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_a", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "Sunny, 21 C"}
+        ],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    });
+    let (status, body) = gateway.post_to("/v1/chat/completions", &request.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["proviso"]["steering"]["decision"], "answer", "{body}");
+    assert_eq!(body["proviso"]["steering"]["cause"], "results", "{body}");
+    let sent = upstream.requests.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent["tool_choice"], "none", "{sent}");
+    request["steering"] = json!(false);
+    let (status, body) = gateway.post_to("/v1/chat/completions", &request.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("proviso").is_none(), "{body}");
+    let sent = upstream.requests.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent["tool_choice"], "auto", "{sent}");
+}
+
 /// As llama.cpp's server behaves: a request constrained by a GBNF `grammar` gets an object
 /// of the schema; any other request gets prose.
 fn llama_cpp_like(body: &Value) -> String {

@@ -12,10 +12,13 @@ use std::time::Duration;
 
 use proviso_server::{
     Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, Timings, ToolChoiceRequest, UpstreamFault, Worker,
+    RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
-use proviso_tools::{instructions, write_call, CallFormat, GrammarOptions, Policy, ToolGate};
+use proviso_tools::steer::{self, History, Limits};
+use proviso_tools::{
+    instructions, write_call, CallFormat, GrammarOptions, Policy, ToolChoice, ToolGate,
+};
 use serde_json::{json, Map, Value};
 
 use proviso_judge::{
@@ -89,6 +92,12 @@ pub struct GatewayConfig {
     pub gbnf: Option<GbnfConverter>,
     /// Largest upstream response body read; a longer one is a 502, read no further.
     pub max_body_bytes: usize,
+    /// Steering from the conversation ([`proviso_tools::steer::plan`]), as the local
+    /// backend applies it: an answer after a round of results (`tool_choice: none` to the
+    /// upstream), and tools out of the choice. A repeated free-text call cannot be masked in
+    /// an upstream; it is only out of the grammar for a llama.cpp upstream when its tool is.
+    /// `None` turns it off.
+    pub steering: Option<Limits>,
 }
 
 impl GatewayConfig {
@@ -108,6 +117,7 @@ impl GatewayConfig {
             timeout: Duration::from_secs(120),
             gbnf: None,
             max_body_bytes: 16 * 1024 * 1024,
+            steering: Some(Limits::default()),
         }
     }
 }
@@ -172,6 +182,8 @@ pub struct GatewayJob {
     n: u32,
     /// `chat/completions`, or `completions` for a raw prompt.
     endpoint: &'static str,
+    /// What steering from the conversation decided.
+    steering: Option<SteeringNote>,
 }
 
 /// A converter from JSON Schema to GBNF, for a llama.cpp upstream. The gateway does not
@@ -351,8 +363,37 @@ impl Backend for GatewayBackend {
         }
         let answer_schema = judge::answer_schema(request);
         let tools = judge::tools(request)?;
+        let mut steering = None;
         let judge = if let Some((registry, choice)) = tools {
-            let tools = request.tools.clone().unwrap_or(Value::Null);
+            let (registry, choice) = match (&self.config.steering, &request.prompt) {
+                (Some(limits), PromptInput::Chat(messages)) if request.steering => {
+                    let history = History::read(messages);
+                    match steer::plan(&registry, CallFormat::Hermes, &choice, &history, limits) {
+                        Some(plan) => {
+                            steering = Some(SteeringNote {
+                                summary: plan.report.summary(),
+                                detail: serde_json::to_value(&plan.report).unwrap_or_default(),
+                            });
+                            (plan.registry, plan.choice)
+                        }
+                        None => (registry, choice),
+                    }
+                }
+                _ => (registry, choice),
+            };
+            // The declared tools the steered registry still holds (all of them, under an
+            // answer: the upstream is then told `none`).
+            let kept: Vec<&str> = registry.names();
+            let mut tools = request.tools.clone().unwrap_or(Value::Null);
+            if let Value::Array(items) = &mut tools {
+                if choice != ToolChoice::None {
+                    items.retain(|t| {
+                        t.pointer("/function/name")
+                            .and_then(Value::as_str)
+                            .is_some_and(|n| kept.contains(&n))
+                    });
+                }
+            }
             let answer = match &answer_schema {
                 Some(schema) => Some(Box::new(contract(schema, "response_format")?)),
                 None => None,
@@ -374,12 +415,13 @@ impl Backend for GatewayBackend {
                 }
                 body["tools"] = tools;
                 body["parallel_tool_calls"] = json!(request.parallel_tool_calls);
-                body["tool_choice"] = match &request.tool_choice {
-                    ToolChoiceRequest::Named(n) => {
+                body["tool_choice"] = match &choice {
+                    ToolChoice::Named(n) => {
                         json!({"type": "function", "function": {"name": n}})
                     }
-                    ToolChoiceRequest::Required => json!("required"),
-                    _ => json!("auto"),
+                    ToolChoice::Required => json!("required"),
+                    ToolChoice::None => json!("none"),
+                    ToolChoice::Auto => json!("auto"),
                 };
                 body["messages"] = Value::Array(wire_messages(request, false, None)?);
             } else {
@@ -519,7 +561,12 @@ impl Backend for GatewayBackend {
             judge,
             n: request.n,
             endpoint,
+            steering,
         })
+    }
+
+    fn steering(&self, job: &GatewayJob) -> Option<SteeringNote> {
+        job.steering.clone()
     }
 
     fn worker(&self) -> Result<GatewayWorker, String> {
