@@ -60,4 +60,4 @@ pub use question::{AnswerKind, Qualifier, Question};
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};
-pub use transport::{open_envelope, Payload, TransportedArguments, TransportedCall};
+pub use transport::{open_envelope, Finish, Payload, TransportedArguments, TransportedCall};

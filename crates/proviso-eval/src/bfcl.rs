@@ -576,7 +576,7 @@ fn strict_calls(
     text: &str,
     finish_reason: &str,
 ) -> Option<Vec<(String, Value)>> {
-    if Finish::from_reason(finish_reason) == Some(Finish::Length) {
+    if Finish::read(Some(finish_reason)) == Finish::Length {
         return None;
     }
     let proposal = format.parse(text, registry).ok()?;

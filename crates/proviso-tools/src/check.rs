@@ -20,68 +20,8 @@ use crate::gated::GatedCall;
 use crate::policy::{Policy, Usage};
 use crate::registry::Registry;
 
-/// Why the model stopped, as a provider reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Finish {
-    /// A natural end (end of sequence, a stop sequence, or the grammar completed).
-    Stop,
-    /// The token budget ran out: the text is a fragment.
-    Length,
-    /// A content filter removed output.
-    ContentFilter,
-    /// The decoder stopped the output because it degenerated into repetition: the text is
-    /// a fragment, as under `Length`, but a larger budget would not help.
-    Repetition,
-    /// The generation was stopped by its caller (a client went away, a deadline passed):
-    /// the text is a fragment, and nothing is retried.
-    Cancelled,
-    /// No stop reason, or one proviso does not know: the output may be unfinished, so it is
-    /// never read as a normal stop.
-    Unknown,
-}
-
-impl Finish {
-    /// The end as an OpenAI-style `finish_reason` (`stop`, `length`, `content_filter`,
-    /// `repetition`, `cancelled`, or `unknown`).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Length => "length",
-            Self::ContentFilter => "content_filter",
-            Self::Repetition => "repetition",
-            Self::Cancelled => "cancelled",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Reads a stop reason as a provider or the decoder spells it; a missing or unknown one
-    /// is [`Finish::Unknown`], which the transport gate rejects.
-    #[must_use]
-    pub fn read(reason: Option<&str>) -> Self {
-        match reason {
-            Some("cancelled") => Self::Cancelled,
-            Some(reason) => Self::from_reason(reason).unwrap_or(Self::Unknown),
-            None => Self::Unknown,
-        }
-    }
-
-    /// Reads an OpenAI `finish_reason` (`tool_calls` and `function_call` are natural ends);
-    /// `None` when the reason is not one of the known ends.
-    #[must_use]
-    pub fn from_reason(reason: &str) -> Option<Self> {
-        match reason {
-            "stop" | "tool_calls" | "function_call" | "end_turn" | "stop_sequence" | "tool_use" => {
-                Some(Self::Stop)
-            }
-            "length" | "max_tokens" => Some(Self::Length),
-            "content_filter" => Some(Self::ContentFilter),
-            "repetition" => Some(Self::Repetition),
-            _ => None,
-        }
-    }
-}
+/// Why an output ended: the contract crate's one reading of stop reasons.
+pub use proviso_contract::Finish;
 
 /// Checks proposed steps against one registry, call format and policy.
 #[derive(Debug, Clone)]
@@ -134,37 +74,7 @@ impl ToolGate {
     pub fn check_step(&self, text: &str, finish: Finish, usage: &Usage, step: u64) -> Verdict {
         let mut gates = Vec::with_capacity(8);
         // Gate 1: transport. Only a natural end is parsed; every other end is a fragment.
-        let fragment = match finish {
-            Finish::Stop => None,
-            Finish::Length => Some((
-                Code::IncompleteResponse,
-                "the output was cut off by the token limit; a fragment is never parsed",
-                NextStep::RetryWithLargerBudget,
-            )),
-            Finish::Repetition => Some((
-                Code::Repetition,
-                "the output degenerated into repetition and was stopped; a fragment is never parsed",
-                NextStep::Retry,
-            )),
-            Finish::ContentFilter => Some((
-                Code::ContentFiltered,
-                "the provider's content filter removed output",
-                NextStep::Stop,
-            )),
-            Finish::Cancelled => Some((
-                Code::Cancelled,
-                "the generation was cancelled; a fragment is never parsed",
-                NextStep::Stop,
-            )),
-            Finish::Unknown => Some((
-                Code::UnknownStopReason,
-                "the stop reason is missing or unknown, so the output may be unfinished",
-                NextStep::Stop,
-            )),
-        };
-        if let Some((code, message, next)) = fragment {
-            let rejection = Rejection::new(Gate::Transport, code, message, Location::default())
-                .with_next_step(next);
+        if let Some(rejection) = finish.rejection(Some(finish.as_str()), "") {
             return Verdict::rejected(gates, rejection);
         }
         gates.push((Gate::Transport, GateStatus::Passed));
@@ -593,17 +503,28 @@ mod tests {
         assert!(gate
             .check(call, Finish::read(Some("stop")), &Usage::default())
             .accepted());
+        // One reading of stop reasons: a step the decoder ended and an envelope a provider
+        // ended get the same code for the same reason.
         for (reason, code) in [
-            (None, "unknown_stop_reason"),
+            (None, "missing_stop_reason"),
             (Some("eos_maybe"), "unknown_stop_reason"),
             (Some("cancelled"), "cancelled"),
             (Some("length"), "incomplete_response"),
+            (Some("model_context_window_exceeded"), "incomplete_response"),
+            (Some("pause_turn"), "incomplete_response"),
             (Some("repetition"), "repetition"),
+            (Some("content_filter"), "content_filtered"),
         ] {
             let verdict = gate.check(call, Finish::read(reason), &Usage::default());
             let rejection = verdict.rejection().unwrap();
             assert_eq!(rejection.gate(), Gate::Transport, "{reason:?}");
             assert_eq!(rejection.code(), code, "{reason:?}");
+            let envelope = serde_json::json!({"choices": [{"message": {"content": call},
+                "finish_reason": reason}]});
+            let verdict = gate.check_envelope(envelope.to_string().as_bytes(), &Usage::default());
+            let rejection = verdict.rejection().unwrap();
+            assert_eq!(rejection.gate(), Gate::Transport, "envelope {reason:?}");
+            assert_eq!(rejection.code(), code, "envelope {reason:?}");
         }
     }
 }
