@@ -340,10 +340,10 @@ impl Verdict {
         self.rejection().map(Rejection::gate)
     }
 
-    /// The verdict's code: `accepted`, or the rejection's code.
+    /// The rejection's code (`None` when accepted).
     #[must_use]
-    pub fn code(&self) -> &str {
-        self.rejection().map_or("accepted", |r| r.code().as_str())
+    pub fn code(&self) -> Option<&Code> {
+        self.rejection().map(Rejection::code)
     }
 }
 
@@ -352,7 +352,8 @@ impl Serialize for Verdict {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("accepted", &self.accepted())?;
         map.serialize_entry("gate", &self.gate())?;
-        map.serialize_entry("code", self.code())?;
+        // On the wire an accepted verdict's code reads `accepted`, as it always has.
+        map.serialize_entry("code", self.code().map_or("accepted", Code::as_str))?;
         match &self.outcome {
             Ok(intent) => {
                 map.serialize_entry("message", &format!("accepted as {}", intent.kind()))?;

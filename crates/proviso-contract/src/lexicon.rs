@@ -30,6 +30,34 @@ pub fn words(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The words of a name or a text, lower-cased, split where a lower-case letter meets an
+/// upper-case one (`getWeatherNow` is `get weather now`), letters and digits only: how a
+/// tool's name and its declaration are read against a conversation.
+#[must_use]
+pub fn name_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous_lower && !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            previous_lower = c.is_lowercase();
+            current.extend(c.to_lowercase());
+        } else {
+            previous_lower = false;
+            if !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// A crude stem, so `terminated` meets `termination` and `arms` meets `arm`: lower case,
 /// a plural `s` dropped, then the first five characters. A word with a digit is a name and
 /// is kept whole: `NCT04123456` must not meet `NCT04890123`.

@@ -13,7 +13,7 @@
 //! or has a side effect.
 //!
 //! ```
-//! use proviso_contract::{Contract, Gate};
+//! use proviso_contract::{Code, Contract, Gate};
 //! use serde_json::json;
 //!
 //! let contract = Contract::builder(json!({
@@ -28,7 +28,7 @@
 //! assert!(contract.check_text(br#"{"amount_yuan": 750}"#).accepted());
 //! let verdict = contract.check_text(br#"{"amount_yuan": "750"}"#);
 //! assert_eq!(verdict.gate(), Some(Gate::Schema));
-//! assert_eq!(verdict.code(), "type_mismatch");
+//! assert_eq!(verdict.code(), Some(&Code::TypeMismatch));
 //! ```
 
 mod answer;

@@ -84,15 +84,15 @@ fn an_invented_tool_and_bad_arguments_fail_the_schema_gate() {
     let verdict =
         check(&json!({"intent": "tool_request", "tool": "delete_trial", "arguments": {}}));
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Schema), "unknown_tool")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Schema), Some("unknown_tool"))
     );
     let verdict = check(
         &json!({"intent": "tool_request", "tool": "get_arm", "arguments": {"trial_id": "NCT1"}}),
     );
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Schema), "pattern_mismatch")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Schema), Some("pattern_mismatch"))
     );
     assert_eq!(
         verdict
@@ -109,8 +109,8 @@ fn an_invented_tool_and_bad_arguments_fail_the_schema_gate() {
 fn an_answer_and_a_tool_request_in_one_envelope_are_ambiguous() {
     let verdict = check(&json!({"intent": "final_answer", "answer": "42", "tool": "get_arm"}));
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Application), "ambiguous_intent")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Application), Some("ambiguous_intent"))
     );
 }
 
@@ -124,8 +124,8 @@ fn a_bare_object_without_intent_is_not_an_answer() {
         .unwrap();
     let verdict = lenient.check_text(br#"{"answer": "42"}"#);
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Application), "missing_intent")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Application), Some("missing_intent"))
     );
 }
 
@@ -176,8 +176,8 @@ fn native_tool_call_arguments_are_parsed_strictly() {
     );
     let verdict = contract().check_envelope(&bytes);
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Parse), "duplicate_key")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Parse), Some("duplicate_key"))
     );
     assert_eq!(
         verdict
@@ -191,8 +191,8 @@ fn native_tool_call_arguments_are_parsed_strictly() {
     let bytes = envelope(None, &[("get_arm", r#"{"trial_id": 4123456}"#)]);
     let verdict = contract().check_envelope(&bytes);
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Schema), "type_mismatch")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Schema), Some("type_mismatch"))
     );
 }
 
@@ -205,8 +205,8 @@ fn several_choices_are_not_picked_from() {
     .to_string();
     let verdict = contract().check_envelope(bytes.as_bytes());
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Transport), "multiple_choices")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Transport), Some("multiple_choices"))
     );
 }
 
@@ -217,8 +217,8 @@ fn anthropic_style_messages_are_understood() {
     .to_string();
     let verdict = contract().check_envelope(bytes.as_bytes());
     assert_eq!(
-        (verdict.gate(), verdict.code()),
-        (Some(Gate::Transport), "incomplete_response")
+        (verdict.gate(), verdict.code().map(|c| c.as_str())),
+        (Some(Gate::Transport), Some("incomplete_response"))
     );
     let bytes = json!({"type": "message", "stop_reason": "tool_use",
         "content": [{"type": "tool_use", "id": "t1", "name": "get_arm", "input": {"trial_id": "NCT04123456"}}]})

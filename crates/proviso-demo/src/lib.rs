@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use proviso_contract::{ContractError, IntentClass};
 use proviso_harness::{Agent, AgentConfig, Steering};
-use proviso_tools::{Budget, CallFormat, GrammarOptions, Policy, Role, ToolError};
+use proviso_tools::{Budget, CallFormat, GrammarOptions, Grants, Policy, ToolError};
 use serde_json::Value;
 
 pub use index::{Hit, TextIndex};
@@ -105,9 +105,9 @@ pub fn demo_policy(format: CallFormat) -> Policy {
         role: "reader".into(),
         roles: [(
             "reader".to_owned(),
-            Role {
+            Grants {
                 classes: vec![IntentClass::Read],
-                ..Role::default()
+                ..Grants::default()
             },
         )]
         .into(),

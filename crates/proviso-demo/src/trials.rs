@@ -547,7 +547,10 @@ mod tests {
         let bad = json!({"answer": "Arm A enrolled 99 participants.",
             "citations": good["citations"]});
         let verdict = contract.check_text(bad.to_string().as_bytes());
-        assert_eq!(verdict.code(), "unsupported_claim");
+        assert_eq!(
+            verdict.code().map(|c| c.as_str()),
+            Some("unsupported_claim")
+        );
         for d in corpus.documents() {
             let doc = corpus.document(&d.doc_id).unwrap();
             for l in doc["lines"].as_array().unwrap() {

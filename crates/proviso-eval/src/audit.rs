@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use proviso::tools::{Budget, CallFormat, Policy, Registry, Role, ToolGate, Usage};
+use proviso::tools::{Budget, CallFormat, Grants, Policy, Registry, ToolGate, Usage};
 use proviso::{Gate, IntentClass};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -259,19 +259,19 @@ pub fn run(
         // The audited caller may read, and may mutate or submit only in the cases built to
         // test arguments rather than rights.
         let role = if name == "no_permission" {
-            Role {
+            Grants {
                 classes: vec![IntentClass::Read],
-                ..Role::default()
+                ..Grants::default()
             }
         } else {
-            Role {
+            Grants {
                 classes: vec![
                     IntentClass::Read,
                     IntentClass::Compute,
                     IntentClass::Mutate,
                     IntentClass::Submit,
                 ],
-                ..Role::default()
+                ..Grants::default()
             }
         };
         let policy = Policy {

@@ -6,8 +6,11 @@
 //!
 //! Two modes on the same prompt: `free` prompts the model and reads its prose with a tolerant
 //! parser of the kind many harnesses use (find the brackets, split on commas, strip quotes,
-//! coerce numbers); `constrained` generates under proviso's grammar and reads with the strict
-//! parser. A call is *silently corrupted* when the tolerant reading parses but differs from
+//! coerce numbers); `constrained` sends each case to the server's backend
+//! ([`proviso::LocalBackend`]) as a client would (system text and question as messages, the
+//! functions as OpenAI tools, the tool choice, greedy) and scores the calls it returns. So
+//! the numbers measure the code `proviso serve` runs: its two-phase `auto`, its fan-out,
+//! its gates, not a re-implementation of them. A call is *silently corrupted* when the tolerant reading parses but differs from
 //! what the model wrote (the strict reading of the same text): a split string, a coerced
 //! `"750"`.
 
@@ -15,17 +18,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use proviso::contract::Role;
-use proviso::decode::{
-    CompileOptions, ConstraintSpec, Engine, GenerateOptions, Generator, Message,
-};
+use proviso::decode::{Engine, GenerateOptions, Generator, Message};
 use proviso::llama::{BatchOptions, RunOptions};
-use proviso::tools::{
-    instructions, provenance, AutoChoice, CallFormat, Finish, Grammar, GrammarOptions, Registry,
-    ToolChoice,
-};
-use proviso::LocalModel;
+use proviso::server::{Backend, Delta, FinishReason, Sink, Worker};
+use proviso::tools::{instructions, CallFormat, Finish, GrammarOptions, Registry, ToolChoice};
+use proviso::{LocalBackend, LocalBackendConfig, LocalModel, LocalWorker};
 use serde::Serialize;
-use serde_json::{Map, Number, Value};
+use serde_json::{json, Map, Number, Value};
 
 use crate::EvalError;
 
@@ -208,55 +207,83 @@ pub fn run(
         results: Vec::new(),
     };
     let total = cases.len();
+    let backend = LocalBackend::new(
+        std::sync::Arc::new(local.clone()),
+        "bfcl",
+        LocalBackendConfig::default()
+            .call_format(format)
+            .max_parallel_calls(4)
+            .run(run_options)
+            .batch(
+                (parallel > 1)
+                    .then(|| BatchOptions::new(parallel).with_slot_ctx(run_options.n_ctx)),
+            ),
+    );
     let context = CaseContext {
         local,
+        backend: &backend,
         category,
-        mode,
         format,
         max_tokens,
         choice: &choice,
         answers: &answers,
     };
     let mut outcomes: Vec<Outcome> = Vec::with_capacity(total);
-    if parallel <= 1 {
-        let engine: Box<dyn Engine> = Box::new(
+    // Free mode generates on its own contexts; constrained mode through the server's
+    // workers (slots of the backend's own batched context when `parallel` > 1).
+    let batcher = match (mode, parallel > 1) {
+        (Mode::Free, true) => Some(
             local
-                .engine(run_options)
+                .model()
+                .batcher(BatchOptions::new(parallel).with_slot_ctx(run_options.n_ctx))
                 .map_err(|e| EvalError(e.to_string()))?,
-        );
-        let mut generator = Generator::new(engine, local.tokenizer());
+        ),
+        _ => None,
+    };
+    let runner = || -> Result<Runner, EvalError> {
+        Ok(match mode {
+            Mode::Constrained => Runner::Server(Box::new(backend.worker().map_err(EvalError)?)),
+            Mode::Free => {
+                let engine: Box<dyn Engine> = match &batcher {
+                    Some(batcher) => Box::new(
+                        batcher
+                            .slot()
+                            .ok_or_else(|| EvalError("no free batch slot".into()))?,
+                    ),
+                    None => Box::new(
+                        local
+                            .engine(run_options)
+                            .map_err(|e| EvalError(e.to_string()))?,
+                    ),
+                };
+                Runner::Free(Generator::new(engine, local.tokenizer()))
+            }
+        })
+    };
+    if parallel <= 1 {
+        let mut runner = runner()?;
         for (done, case) in cases.iter().enumerate() {
             progress(done, total);
-            outcomes.push(run_case(&context, &mut generator, case));
+            outcomes.push(run_case(&context, &mut runner, case));
         }
     } else {
-        // Several cases at once, as slots of one batched context: each thread takes the
-        // next case; outcomes are put back in the cases' order, so the report is the same.
-        let batcher = local
-            .model()
-            .batcher(BatchOptions::new(parallel).with_slot_ctx(run_options.n_ctx))
-            .map_err(|e| EvalError(e.to_string()))?;
+        // Several cases at once: each thread takes the next case; outcomes are put back in
+        // the cases' order, so the report is the same.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let (sender, finished) = std::sync::mpsc::channel::<(usize, Outcome)>();
         let mut slots: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
         std::thread::scope(|scope| -> Result<(), EvalError> {
             for _ in 0..parallel.min(total.max(1)) {
-                let engine = batcher
-                    .slot()
-                    .ok_or_else(|| EvalError("no free batch slot".into()))?;
+                let mut runner = runner()?;
                 let (sender, next, cases, context) = (sender.clone(), &next, &cases, &context);
-                scope.spawn(move || {
-                    let engine: Box<dyn Engine> = Box::new(engine);
-                    let mut generator = Generator::new(engine, context.local.tokenizer());
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(case) = cases.get(i) else { break };
-                        if sender
-                            .send((i, run_case(context, &mut generator, case)))
-                            .is_err()
-                        {
-                            break;
-                        }
+                scope.spawn(move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    if sender
+                        .send((i, run_case(context, &mut runner, case)))
+                        .is_err()
+                    {
+                        break;
                     }
                 });
             }
@@ -295,6 +322,26 @@ pub fn run(
     Ok(report)
 }
 
+/// What generates a case: the model on its own context (free mode), or a worker of the
+/// server's backend (constrained mode).
+enum Runner {
+    Free(Generator<Box<dyn Engine>>),
+    Server(Box<LocalWorker>),
+}
+
+/// A sink that takes nothing: an evaluation reads the choices the worker returns.
+struct Quiet;
+
+impl Sink for Quiet {
+    fn send(&mut self, _choice: u32, _delta: Delta) -> bool {
+        true
+    }
+
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
 /// What one case's run gives the report.
 enum Outcome {
     /// The case declares no functions.
@@ -310,28 +357,27 @@ enum Outcome {
 /// What every case of a run shares.
 struct CaseContext<'a> {
     local: &'a LocalModel,
+    /// The server's backend, which constrained mode generates through: the evaluation
+    /// measures the code `proviso serve` runs (its two-phase `auto`, fan-out and gates).
+    backend: &'a LocalBackend,
     category: &'a str,
-    mode: Mode,
     format: CallFormat,
     max_tokens: usize,
     choice: &'a ToolChoice,
     answers: &'a Map<String, Value>,
 }
 
+/// The system text every case is asked under (the tools' instructions follow it).
+const SYSTEM: &str = "You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.";
+
 /// Runs and judges one case.
-fn run_case(
-    context: &CaseContext<'_>,
-    generator: &mut Generator<Box<dyn Engine>>,
-    case: &Value,
-) -> Outcome {
+fn run_case(context: &CaseContext<'_>, runner: &mut Runner, case: &Value) -> Outcome {
     let CaseContext {
         local,
-        category,
-        mode,
         format,
         max_tokens,
         choice,
-        answers,
+        ..
     } = *context;
     let id = case
         .get("id")
@@ -361,17 +407,15 @@ fn run_case(
                 .collect()
         })
         .unwrap_or_default();
-    // What the request says, for judging a call under `auto`: the user's turns.
-    let request: String = question
-        .iter()
-        .filter(|m| m.role != Role::System)
-        .map(|m| m.content.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let generator = match runner {
+        Runner::Server(worker) => return server_case(context, worker, id, &registry, &question),
+        Runner::Free(generator) => generator,
+    };
+    // Free mode: the same instructions, no grammar, a tolerant reader.
     let options = GrammarOptions::default()
         .choice(choice.clone())
         .max_calls(4);
-    let mut system = String::from("You are given a question and a set of functions. Answer by calling one or more of the functions, and reply with the calls only. If none of the functions can be used, say so in plain text.\n\n");
+    let mut system = format!("{SYSTEM}\n\n");
     system.push_str(&instructions(&registry, format, &options));
     let mut messages = vec![Message::system(system)];
     messages.extend(question);
@@ -379,129 +423,160 @@ fn run_case(
         Ok(prompt) => prompt,
         Err(e) => return Outcome::Failed(EvalError(e.to_string())),
     };
-    // Under `auto` the constrained mode decides in two phases: the best call under the
-    // `required` grammar, then a judgement of that call against the request (see
-    // `proviso::tools::provenance`); a call the request does not support becomes a text
-    // answer, generated under the grammar without calls.
-    let two_phase = mode == Mode::Constrained && *choice == ToolChoice::Auto;
-    // The first phase writes only numbers the request states (a call with any other number
-    // would be set aside as untraceable anyway); the gates check the declared schemas.
-    let grounded = two_phase
-        .then(|| provenance::ground_numbers(&registry, &request))
-        .flatten();
-    let compile = |choice: ToolChoice| -> Result<_, String> {
-        let registry = match (&grounded, &choice) {
-            (Some(grounded), ToolChoice::Required) => grounded,
-            _ => &registry,
-        };
-        let options = GrammarOptions::default().choice(choice).max_calls(4);
-        let grammar = format
-            .grammar(registry, &options)
-            .map_err(|e| e.to_string())?;
-        let spec = match &grammar.grammar {
-            Grammar::JsonSchema(s) => ConstraintSpec::JsonSchema(s.clone()),
-            Grammar::Lark(l) => ConstraintSpec::Lark(l.clone()),
-        };
-        local
-            .compile(&spec, &CompileOptions::default())
-            .map_err(|e| e.to_string())
-    };
-    let compiled = match mode {
-        Mode::Free => None,
-        Mode::Constrained => match compile(if two_phase {
-            ToolChoice::Required
-        } else {
-            choice.clone()
-        }) {
-            Ok(c) => Some(c),
-            Err(e) => return Outcome::Skipped(id, e),
-        },
-    };
     let started = Instant::now();
     let options = GenerateOptions::default().max_tokens(max_tokens);
     // A generation stopped on repetition is regenerated once with penalties against
     // repetition, as every caller that may regenerate does.
-    let mut generation =
-        generator.generate_retrying(&prompt, compiled.as_ref(), &options, 2, &mut |_, _| {});
-    let mut decision = None;
-    if two_phase {
-        let first = generation.as_ref().ok().and_then(|g| {
-            strict_calls(format, &registry, &g.text(), g.stop_reason.finish_reason())
-        });
-        // A first phase that wrote no complete call (cut by the token limit, or stopped
-        // on repetition) decides nothing for a call: the model answers in text, as the
-        // server does.
-        if generation.is_ok() {
-            let chosen = first.map_or(AutoChoice::Answer, |calls| {
-                provenance::choose(&registry, &calls, &request)
-            });
-            if chosen != AutoChoice::Call {
-                generation = compile(ToolChoice::None)
-                    .map_err(proviso::decode::GenerateError::Constraint)
-                    .and_then(|text_only| {
-                        generator.generate_retrying(
-                            &prompt,
-                            Some(&text_only),
-                            &options,
-                            2,
-                            &mut |_, _| {},
-                        )
-                    });
-            }
-            decision = Some(chosen.as_str().to_owned());
-        }
-    }
-    // A step that leaves stated values unused may be one call where the request asks
-    // for several: it is regenerated once with its own end avoided, and the longer step
-    // is kept only when it fans the first calls out over those values.
-    if mode == Mode::Constrained && decision.as_deref().is_none_or(|d| d == "call") {
-        if let (Ok(first), Some(compiled)) = (&generation, &compiled) {
-            if let Some(longer) = fan_out(
-                generator, &prompt, compiled, &options, format, &registry, &request, first,
-            ) {
-                generation = Ok(longer);
-                decision = Some("fan_out".to_owned());
-            }
-        }
-    }
-    let generation = match generation {
+    let generation = match generator.generate_retrying(&prompt, None, &options, 2, &mut |_, _| {}) {
         Ok(g) => g,
-        Err(e) => {
-            // One failed generation is one failed case, recorded with its error.
-            return Outcome::Case(Case {
-                id,
-                output: String::new(),
-                calls: Vec::new(),
-                valid: false,
-                ast: false,
-                corrupted: false,
-                reason: Some(format!("generation failed: {e}")),
-                decision,
-                ms: 0,
-            });
-        }
+        // One failed generation is one failed case, recorded with its error.
+        Err(e) => return failed_case(id, format!("generation failed: {e}"), None),
     };
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let output = generation.text();
-    let strict = strict_calls(
-        format,
-        &registry,
-        &output,
-        generation.stop_reason.finish_reason(),
-    );
-    let (calls, corrupted) = match mode {
-        Mode::Constrained => (strict.clone().unwrap_or_default(), false),
-        Mode::Free => {
-            let tolerant = tolerant_calls(format, &output, &registry);
-            let corrupted = match (&tolerant, &strict) {
-                (Some(t), Some(s)) => !t.is_empty() && t != s,
-                _ => false,
-            };
-            (tolerant.unwrap_or_default(), corrupted)
-        }
+    let finish = generation.stop_reason.finish_reason();
+    let strict = strict_calls(format, &registry, &output, finish);
+    let tolerant = tolerant_calls(format, &output, &registry);
+    let corrupted = match (&tolerant, &strict) {
+        (Some(t), Some(s)) => !t.is_empty() && t != s,
+        _ => false,
     };
+    let calls = tolerant.unwrap_or_default();
+    score(
+        context,
+        Scored {
+            id,
+            registry: &registry,
+            output,
+            calls,
+            corrupted,
+            cut_call: false,
+            decision: None,
+            ms,
+        },
+    )
+}
+
+/// One case generated by the server's backend, as a client would send it: the system
+/// text and the question as messages, the functions as OpenAI tools, the tool choice,
+/// greedy. Its answer is what the server returns (calls that passed its gates, or text).
+fn server_case(
+    context: &CaseContext<'_>,
+    worker: &mut LocalWorker,
+    id: String,
+    registry: &Registry,
+    question: &[Message],
+) -> Outcome {
+    let mut messages = vec![json!({"role": "system", "content": SYSTEM})];
+    messages.extend(
+        question
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content})),
+    );
+    let body = json!({
+        "messages": messages,
+        "tools": registry.to_openai(),
+        "tool_choice": match context.choice {
+            ToolChoice::Required => "required",
+            _ => "auto",
+        },
+        "max_tokens": context.max_tokens,
+        "temperature": 0.0,
+    });
+    let request = match proviso::server::wire::chat_request(&body) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Skipped(id, e.message),
+    };
+    let job = match context.backend.prepare(&request) {
+        Ok(job) => job,
+        Err(e) => return Outcome::Skipped(id, e.message),
+    };
+    let started = Instant::now();
+    let result = worker.run(job, &mut Quiet);
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let choice = match result {
+        Ok(mut choices) if !choices.is_empty() => choices.swap_remove(0),
+        Ok(_) => return failed_case(id, "no choice".into(), None),
+        // Every attempt refused by a gate, or a failure: the case has no call.
+        Err(e) => return failed_case(id, format!("the server refused it: {e}"), None),
+    };
+    let calls: Vec<(String, Value)> = choice
+        .tool_calls
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                serde_json::from_str(&c.arguments).unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    let output = if calls.is_empty() {
+        choice.content.clone().unwrap_or_default()
+    } else {
+        calls
+            .iter()
+            .map(|(name, arguments)| {
+                proviso::tools::write_call(
+                    context.format,
+                    name,
+                    arguments.as_object().unwrap_or(&Map::new()),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let call_start = match context.format {
+        CallFormat::Pythonic => '[',
+        CallFormat::Hermes => '<',
+        CallFormat::Envelope | CallFormat::Llama3 => '{',
+    };
+    // Under the grammar, a call cut by the token limit is an incomplete step, never a
+    // decision not to call; a cut text answer is still a text answer, as in free mode.
+    let cut_call =
+        choice.finish_reason == FinishReason::Length && output.trim_start().starts_with(call_start);
+    let decision = Some(if calls.is_empty() { "answer" } else { "call" }.to_owned());
+    score(
+        context,
+        Scored {
+            id,
+            registry,
+            output,
+            calls,
+            corrupted: false,
+            cut_call,
+            decision,
+            ms,
+        },
+    )
+}
+
+/// What a case produced, to be scored.
+struct Scored<'a> {
+    id: String,
+    registry: &'a Registry,
+    output: String,
+    calls: Vec<(String, Value)>,
+    corrupted: bool,
+    /// A call cut by the token limit (constrained mode): scored as an incomplete step.
+    cut_call: bool,
+    decision: Option<String>,
+    ms: u64,
+}
+
+/// Scores a case as BFCL's AST checker does.
+fn score(context: &CaseContext<'_>, scored: Scored<'_>) -> Outcome {
+    let Scored {
+        id,
+        registry,
+        output,
+        calls,
+        corrupted,
+        cut_call,
+        decision,
+        ms,
+    } = scored;
     let valid = if calls.is_empty() {
-        category == "irrelevance"
+        context.category == "irrelevance"
     } else {
         calls.iter().all(|(name, args)| {
             registry
@@ -509,20 +584,11 @@ fn run_case(
                 .is_some_and(|t| t.schema().is_valid(args))
         })
     };
-    let truth = answers.get(&id).cloned().unwrap_or(Value::Null);
-    let truncated = generation.stop_reason.finish_reason() == "length";
-    let call_start = match format {
-        CallFormat::Pythonic => '[',
-        CallFormat::Hermes => '<',
-        CallFormat::Envelope | CallFormat::Llama3 => '{',
-    };
-    let started_a_call = output.trim_start().starts_with(call_start);
-    // Under the grammar, a call cut by the token limit is an incomplete step, never a
-    // decision not to call; a cut text answer is still a text answer, as in free mode.
-    let (valid, (ast, reason)) = if mode == Mode::Constrained && truncated && started_a_call {
+    let truth = context.answers.get(&id).cloned().unwrap_or(Value::Null);
+    let (valid, (ast, reason)) = if cut_call {
         (false, (false, Some("cut by the token limit".to_owned())))
     } else {
-        (valid, ast_check(category, &calls, &truth, &registry))
+        (valid, ast_check(context.category, &calls, &truth, registry))
     };
     Outcome::Case(Case {
         id,
@@ -537,35 +603,19 @@ fn run_case(
     })
 }
 
-/// The same step, fanned out: when `first` is a complete step whose calls leave values the
-/// request states unused, the step regenerated with its own end and any call written twice
-/// in a row avoided, if that longer step fans the first calls out over those values
-/// ([`provenance::fans_out`]).
-#[allow(clippy::too_many_arguments)] // The generation's inputs, passed through.
-fn fan_out(
-    generator: &mut Generator<Box<dyn Engine>>,
-    prompt: &[proviso::decode::TokenId],
-    compiled: &proviso::decode::Compiled,
-    options: &GenerateOptions,
-    format: CallFormat,
-    registry: &Registry,
-    request: &str,
-    first: &proviso::decode::Generation,
-) -> Option<proviso::decode::Generation> {
-    let text = first.text();
-    let calls = strict_calls(format, registry, &text, first.stop_reason.finish_reason())?;
-    let avoid = provenance::fan_out_avoid(format, &text, &calls, request)?;
-    let options = options.clone().avoid(avoid);
-    let longer = generator
-        .generate_retrying(prompt, Some(compiled), &options, 1, &mut |_, _| {})
-        .ok()?;
-    let extended = strict_calls(
-        format,
-        registry,
-        &longer.text(),
-        longer.stop_reason.finish_reason(),
-    )?;
-    provenance::fans_out(registry, &calls, &extended, request).then_some(longer)
+/// A case whose generation failed: no calls, never valid, with why.
+fn failed_case(id: String, reason: String, decision: Option<String>) -> Outcome {
+    Outcome::Case(Case {
+        id,
+        output: String::new(),
+        calls: Vec::new(),
+        valid: false,
+        ast: false,
+        corrupted: false,
+        reason: Some(reason),
+        decision,
+        ms: 0,
+    })
 }
 
 /// The calls the strict reader finds (`None` when the text is not a well-formed step in the

@@ -51,7 +51,7 @@ pub use format::{
     ToolChoice,
 };
 pub use gated::GatedCall;
-pub use policy::{ArgumentPolicy, Budget, Exceeded, Policy, Role, Usage};
+pub use policy::{ArgumentPolicy, Budget, Exceeded, Grants, Policy, Usage};
 pub use provenance::AutoChoice;
 pub use registry::{Registry, Tool, ToolSpec};
 pub use render::{instructions, write_call};

@@ -210,7 +210,7 @@ fn path_escape(path: &str) -> Option<&'static str> {
 /// class in `classes`, and the tool is not in `deny`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Role {
+pub struct Grants {
     /// Tools this role may call whatever their class.
     #[serde(default)]
     pub tools: Vec<String>,
@@ -222,7 +222,7 @@ pub struct Role {
     pub deny: Vec<String>,
 }
 
-impl Role {
+impl Grants {
     /// Whether this role may call `tool` of `class`.
     #[must_use]
     pub fn permits(&self, tool: &str, class: IntentClass) -> bool {
@@ -362,7 +362,7 @@ pub struct Policy {
     pub role: String,
     /// Every role's grants.
     #[serde(default = "default_roles")]
-    pub roles: BTreeMap<String, Role>,
+    pub roles: BTreeMap<String, Grants>,
     /// The run's limits.
     #[serde(default)]
     pub budget: Budget,
@@ -375,12 +375,12 @@ fn default_role() -> String {
     "default".into()
 }
 
-fn default_roles() -> BTreeMap<String, Role> {
+fn default_roles() -> BTreeMap<String, Grants> {
     BTreeMap::from([(
         "default".to_owned(),
-        Role {
+        Grants {
             classes: vec![IntentClass::Read, IntentClass::Compute],
-            ..Role::default()
+            ..Grants::default()
         },
     )])
 }
@@ -421,7 +421,7 @@ impl Policy {
 
     /// The caller's role (a role that is not declared grants nothing).
     #[must_use]
-    pub fn caller(&self) -> Role {
+    pub fn caller(&self) -> Grants {
         self.roles.get(&self.role).cloned().unwrap_or_default()
     }
 

@@ -27,6 +27,7 @@
 
 use std::collections::BTreeSet;
 
+use proviso_contract::lexicon;
 use serde_json::Value;
 
 use crate::format::CallFormat;
@@ -397,8 +398,8 @@ fn collect_used(value: &Value, numbers: &mut Vec<f64>, used: &mut BTreeSet<Strin
 }
 
 /// The content words a tool's name and description share with the conversation. Words
-/// meet when equal after trimming their endings, or when they share a stem of six letters
-/// (or one is a five-letter prefix of the other): `discovered` meets `discoverer`.
+/// meet when the lexicon gives them one stem ([`lexicon::stem`]): `discovered` meets
+/// `discoverer`, `triangles` meets `triangle`.
 #[must_use]
 pub fn shared_words(spec: &ToolSpec, conversation: &str) -> Vec<String> {
     shared(spec, &content_words(conversation).collect())
@@ -428,13 +429,9 @@ fn name_shared(spec: &ToolSpec, said: &BTreeSet<String>) -> bool {
     })
 }
 
-/// Whether two content words have the same stem (see [`shared_words`]).
+/// Whether two content words have the same stem: the lexicon's ([`lexicon::stem`]).
 fn same_stem(a: &str, b: &str) -> bool {
-    if a == b {
-        return true;
-    }
-    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    common >= 6 || (common >= 5 && common == a.chars().count().min(b.chars().count()))
+    a == b || lexicon::stem(a) == lexicon::stem(b)
 }
 
 /// The required arguments of a call that the conversation does not state and the
@@ -448,7 +445,8 @@ pub fn untraceable_arguments(
     Conversation::new(conversation).untraceable(spec, arguments)
 }
 
-/// Words too common in tool declarations and requests to say what either is about.
+/// Words too common in tool declarations and requests to say what either is about, beyond
+/// the lexicon's function words.
 const STOPWORDS: &[&str] = &[
     "the",
     "and",
@@ -564,57 +562,14 @@ const STOPWORDS: &[&str] = &[
 fn content_words(text: &str) -> impl Iterator<Item = String> + '_ {
     words(text)
         .filter(|w| w.len() >= 3 && !w.chars().all(|c| c.is_ascii_digit()))
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w))
+        .filter(|w| !lexicon::is_function_word(w) && !STOPWORDS.contains(&w.as_str()))
+        .map(|w| lexicon::stem(&w))
 }
 
-/// Alphanumeric runs of a text, lower-cased, split where a lower-case letter meets an
-/// upper-case one (`getWeather` is `get weather`).
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            if c.is_uppercase() && previous_lower && !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-            previous_lower = c.is_lowercase();
-            current.extend(c.to_lowercase());
-        } else {
-            previous_lower = false;
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out.into_iter()
-}
-
-/// Trims a plural or verb ending when at least four characters remain, the same way on
-/// both sides of a comparison (`triangles` and `triangle` meet; `classes` and `class` meet).
-fn stem(word: &str) -> String {
-    let keep = |root: &str| root.len() >= 4;
-    if let Some(root) = word.strip_suffix("ies").filter(|r| r.len() >= 3) {
-        return format!("{root}y");
-    }
-    for sibilant in ["sses", "xes", "ches", "shes", "zes"] {
-        if word.ends_with(sibilant) && keep(&word[..word.len() - 2]) {
-            return word[..word.len() - 2].to_owned();
-        }
-    }
-    for suffix in ["ing", "ed"] {
-        if let Some(root) = word.strip_suffix(suffix).filter(|r| keep(r)) {
-            return root.to_owned();
-        }
-    }
-    match word.strip_suffix('s') {
-        Some(root) if keep(root) && !root.ends_with('s') => root.to_owned(),
-        _ => word.to_owned(),
-    }
+/// The words of names and text alike, lower-cased and split at case changes: the lexicon's
+/// one reading ([`lexicon::name_words`]).
+fn words(text: &str) -> impl Iterator<Item = String> {
+    lexicon::name_words(text).into_iter()
 }
 
 /// Number words a request may spell out.
@@ -1220,9 +1175,7 @@ mod tests {
                 "{expected} in {n:?}"
             );
         }
-        assert_eq!(stem("triangles"), stem("triangle"));
-        assert_eq!(stem("classes"), stem("class"));
-        assert_eq!(stem("cities"), "city");
+        assert!(same_stem("triangles", "triangle") && same_stem("classes", "class"));
         assert!(same_stem("discovered", "discoverer") && same_stem("histor", "history"));
         assert!(!same_stem("form", "format") && !same_stem("weather", "whether"));
         assert_eq!(

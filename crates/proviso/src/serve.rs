@@ -16,7 +16,7 @@ use proviso_server::{
 };
 use proviso_tools::steer::{self, History, Limits};
 use proviso_tools::{
-    instructions, write_call, CallFormat, Grammar, GrammarOptions, Policy, Registry, Role,
+    instructions, write_call, CallFormat, Grammar, GrammarOptions, Grants, Policy, Registry,
     ToolChoice, ToolGate,
 };
 use serde_json::Value;
@@ -123,14 +123,14 @@ impl Default for LocalBackendConfig {
                 role: "client".into(),
                 roles: [(
                     "client".to_owned(),
-                    Role {
+                    Grants {
                         classes: vec![
                             proviso_contract::IntentClass::Read,
                             proviso_contract::IntentClass::Compute,
                             proviso_contract::IntentClass::Mutate,
                             proviso_contract::IntentClass::Submit,
                         ],
-                        ..Role::default()
+                        ..Grants::default()
                     },
                 )]
                 .into(),
