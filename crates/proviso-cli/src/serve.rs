@@ -198,7 +198,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         config.policy = policy.unwrap_or_else(|| LocalBackendConfig::default().policy);
         config.timeout = server.request_timeout;
         config.gbnf = Some(proviso::llama_gbnf());
-        config.steering = steering_limits(args);
+        // An upstream is not made to answer after one round of results: a larger model may
+        // need the lookup the first one made possible. The round limit still applies.
+        config.steering = steering_limits(args).map(|l| l.answer_after_results(false));
         let backend = proviso::GatewayBackend::new(config).map_err(|e| anyhow::anyhow!("{e}"))?;
         let label = format!("{} via {url}", proviso::server::Backend::model_id(&backend));
         return listen(args, backend, server, &label);

@@ -939,27 +939,50 @@ fn the_gateway_speaks_current_vllm_and_catches_an_upstream_that_ignores_it() {
     }
 }
 
-/// Steering from the conversation applies through the gateway too: after a round whose
-/// result came back, the upstream is told to answer (`tool_choice: none`) and the response
-/// says why; a request can turn it off.
+/// Steering from the conversation applies through the gateway too: at the round limit the
+/// upstream is told to answer (`tool_choice: none`) and the response says why; after one
+/// round of results a (larger) upstream may still call; a request can turn steering off.
 #[test]
 fn the_gateway_steers_from_the_conversation() {
     let upstream = FakeUpstream::start(|_| "It is sunny and 21 degrees.".to_owned());
-    let gateway = Server::start(&["--upstream", &upstream.base, "--upstream-kind", "openai"]);
+    let gateway = Server::start(&[
+        "--upstream",
+        &upstream.base,
+        "--upstream-kind",
+        "openai",
+        "--max-tool-rounds",
+        "2",
+    ]);
+    let round = |id: &str, city: &str| {
+        vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+                "function": {"name": "get_weather", "arguments": json!({"city": city}).to_string()}}]}),
+            json!({"role": "tool", "tool_call_id": id, "content": "Sunny, 21 C"}),
+        ]
+    };
+    let mut one = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+    one.extend(round("call_a", "Paris"));
+    let (status, body) = gateway.post_to(
+        "/v1/chat/completions",
+        &json!({"messages": one, "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})
+        .to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["proviso"]["steering"]["decision"], "call", "{body}");
+    let sent = upstream.requests.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent["tool_choice"], "auto", "{sent}");
+    let mut two = one.clone();
+    two.extend(round("call_b", "Lyon"));
     let mut request = json!({
-        "messages": [
-            {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_a", "type": "function",
-                "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-            {"role": "tool", "tool_call_id": "call_a", "content": "Sunny, 21 C"}
-        ],
+        "messages": two,
         "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
             "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     });
     let (status, body) = gateway.post_to("/v1/chat/completions", &request.to_string());
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["proviso"]["steering"]["decision"], "answer", "{body}");
-    assert_eq!(body["proviso"]["steering"]["cause"], "results", "{body}");
+    assert_eq!(body["proviso"]["steering"]["cause"], "rounds", "{body}");
     let sent = upstream.requests.lock().unwrap().last().cloned().unwrap();
     assert_eq!(sent["tool_choice"], "none", "{sent}");
     request["steering"] = json!(false);

@@ -93,10 +93,11 @@ pub struct GatewayConfig {
     /// Largest upstream response body read; a longer one is a 502, read no further.
     pub max_body_bytes: usize,
     /// Steering from the conversation ([`proviso_tools::steer::plan`]), as the local
-    /// backend applies it: an answer after a round of results (`tool_choice: none` to the
-    /// upstream), and tools out of the choice. A repeated free-text call cannot be masked in
-    /// an upstream; it is only out of the grammar for a llama.cpp upstream when its tool is.
-    /// `None` turns it off.
+    /// backend applies it: an answer at the round limit (`tool_choice: none` to the
+    /// upstream), tools that failed twice out of the choice. By default an upstream is not
+    /// made to answer after one round of results ([`Limits::answer_after_results`] is off):
+    /// a larger model may need a second lookup that the first one made possible. A repeated
+    /// free-text call cannot be masked in an upstream. `None` turns steering off.
     pub steering: Option<Limits>,
 }
 
@@ -117,7 +118,7 @@ impl GatewayConfig {
             timeout: Duration::from_secs(120),
             gbnf: None,
             max_body_bytes: 16 * 1024 * 1024,
-            steering: Some(Limits::default()),
+            steering: Some(Limits::default().answer_after_results(false)),
         }
     }
 }
