@@ -1078,7 +1078,9 @@ fn the_gateway_never_trusts_its_upstream() {
         (
             json!({"id": "x", "object": "chat.completion", "model": "fake", "choices": [{"index": 0,
             "finish_reason": "cancelled", "message": {"role": "assistant", "content": "Arm"}}]}),
-            "unknown_stop_reason",
+            // One reading of stop reasons: a cancelled generation is `cancelled` whoever
+            // reports it (it used to be unknown to the envelope reader only).
+            "cancelled",
         ),
     ] {
         let upstream = FakeUpstream::replying(reply);
