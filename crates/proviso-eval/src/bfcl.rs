@@ -242,7 +242,9 @@ pub fn run(
     };
     let runner = || -> Result<Runner, EvalError> {
         Ok(match mode {
-            Mode::Constrained => Runner::Server(Box::new(backend.worker().map_err(EvalError)?)),
+            Mode::Constrained => Runner::Server(Box::new(
+                backend.worker().map_err(|e| EvalError(e.to_string()))?,
+            )),
             Mode::Free => {
                 let engine: Box<dyn Engine> = match &batcher {
                     Some(batcher) => Box::new(

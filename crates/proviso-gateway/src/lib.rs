@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proviso_server::{
     Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker,
+    RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker, WorkerError,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
 use proviso_tools::steer::{self, History, Limits};
@@ -570,7 +570,7 @@ impl Backend for GatewayBackend {
         job.steering.clone()
     }
 
-    fn worker(&self) -> Result<GatewayWorker, String> {
+    fn worker(&self) -> Result<GatewayWorker, WorkerError> {
         Ok(GatewayWorker {
             agent: self.agent.clone(),
             base: self.base.clone(),

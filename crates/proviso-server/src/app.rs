@@ -131,7 +131,7 @@ fn spawn_workers<B: Backend>(
 ) -> Result<Workers, String> {
     let mut handles = Vec::with_capacity(config.workers);
     for i in 0..config.workers.max(1) {
-        let mut worker = backend.worker()?;
+        let mut worker = backend.worker().map_err(|e| e.to_string())?;
         let receiver = receiver.clone();
         let metrics = metrics.clone();
         let handle = std::thread::Builder::new()

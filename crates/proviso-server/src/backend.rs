@@ -53,8 +53,10 @@ pub enum OutputConstraint {
     Lark(String),
 }
 
-/// Sampling parameters.
+/// Sampling parameters, as the wire reader validated them (made only by
+/// [`crate::wire`], so a new field never breaks a caller).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct SamplingParams {
     /// 0 is greedy. OpenAI's default is 1.
     pub temperature: f32,
@@ -73,8 +75,10 @@ pub struct SamplingParams {
     pub dry: Option<(f32, f32, u32)>,
 }
 
-/// A validated request.
+/// A validated request (made only by [`crate::wire`]'s readers; a backend reads it, and a
+/// new field never breaks a caller).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct GenerationRequest {
     /// The prompt.
     pub prompt: PromptInput,
@@ -134,6 +138,25 @@ pub struct SteeringNote {
     pub summary: String,
     /// The decision as JSON.
     pub detail: Value,
+}
+
+/// A worker that could not be created: its context or batch slot, with what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot create a worker: {message}")]
+#[non_exhaustive]
+pub struct WorkerError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl WorkerError {
+    /// A worker error saying `message`.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
 }
 
 /// Why a choice ended, exactly.
@@ -377,8 +400,9 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// A message when the worker's resources cannot be created.
-    fn worker(&self) -> Result<Self::Worker, String>;
+    /// [`WorkerError`] when the worker's resources (a context, a batch slot) cannot be
+    /// created.
+    fn worker(&self) -> Result<Self::Worker, WorkerError>;
 }
 
 /// Runs jobs, one at a time.

@@ -24,6 +24,6 @@ pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     call_id, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
     PromptInput, RejectedRequest, RunError, SamplingParams, Sink, SteeringNote, Timings,
-    TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker,
+    TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker, WorkerError,
 };
 pub use metrics::Metrics;

@@ -13,6 +13,7 @@ use proviso_llama::{BatchOptions, Batcher, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut, Worker,
+    WorkerError,
 };
 use proviso_tools::steer::{self, History, Limits};
 use proviso_tools::{
@@ -571,7 +572,14 @@ impl Backend for LocalBackend {
         job.steering.clone()
     }
 
-    fn worker(&self) -> Result<LocalWorker, String> {
+    fn worker(&self) -> Result<LocalWorker, WorkerError> {
+        self.new_worker().map_err(WorkerError::new)
+    }
+}
+
+impl LocalBackend {
+    /// A worker on its own context, or on the next slot of the batched one.
+    fn new_worker(&self) -> Result<LocalWorker, String> {
         let engine: Box<dyn Engine> = match self.config.batch {
             Some(options) => {
                 let batcher = self

@@ -69,7 +69,7 @@ impl Backend for Echo {
         })
     }
 
-    fn worker(&self) -> Result<Echo, String> {
+    fn worker(&self) -> Result<Echo, proviso_server::WorkerError> {
         Ok(self.clone())
     }
 }
