@@ -432,7 +432,7 @@ fn run_case(context: &CaseContext<'_>, runner: &mut Runner, case: &Value) -> Out
     let generation = match generator.generate_retrying(&prompt, None, &options, 2, &mut |_, _| {}) {
         Ok(g) => g,
         // One failed generation is one failed case, recorded with its error.
-        Err(e) => return failed_case(id, format!("generation failed: {e}"), None),
+        Err(e) => return failed_case(id, format!("generation failed: {e}")),
     };
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let output = generation.text();
@@ -498,9 +498,9 @@ fn server_case(
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let choice = match result {
         Ok(mut choices) if !choices.is_empty() => choices.swap_remove(0),
-        Ok(_) => return failed_case(id, "no choice".into(), None),
+        Ok(_) => return failed_case(id, "no choice".into()),
         // Every attempt refused by a gate, or a failure: the case has no call.
-        Err(e) => return failed_case(id, format!("the server refused it: {e}"), None),
+        Err(e) => return failed_case(id, format!("the server refused it: {e}")),
     };
     let calls: Vec<(String, Value)> = choice
         .tool_calls
@@ -606,7 +606,7 @@ fn score(context: &CaseContext<'_>, scored: Scored<'_>) -> Outcome {
 }
 
 /// A case whose generation failed: no calls, never valid, with why.
-fn failed_case(id: String, reason: String, decision: Option<String>) -> Outcome {
+fn failed_case(id: String, reason: String) -> Outcome {
     Outcome::Case(Case {
         id,
         output: String::new(),
@@ -615,7 +615,7 @@ fn failed_case(id: String, reason: String, decision: Option<String>) -> Outcome 
         ast: false,
         corrupted: false,
         reason: Some(reason),
-        decision,
+        decision: None,
         ms: 0,
     })
 }

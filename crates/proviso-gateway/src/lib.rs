@@ -15,7 +15,7 @@ use proviso_server::{
     RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker, WorkerError,
 };
 use proviso_tools::export::{export_schema, export_tools, Dialect};
-use proviso_tools::steer::{self, History, Limits};
+use proviso_tools::steer::Limits;
 use proviso_tools::{
     instructions, write_call, CallFormat, GrammarOptions, Policy, ToolChoice, ToolGate,
 };
@@ -366,22 +366,16 @@ impl Backend for GatewayBackend {
         let tools = judge::tools(request)?;
         let mut steering = None;
         let judge = if let Some((registry, choice)) = tools {
-            let (registry, choice) = match (&self.config.steering, &request.prompt) {
-                (Some(limits), PromptInput::Chat(messages)) if request.steering => {
-                    let history = History::read(messages);
-                    match steer::plan(&registry, CallFormat::Hermes, &choice, &history, limits) {
-                        Some(plan) => {
-                            steering = Some(SteeringNote {
-                                summary: plan.report.summary(),
-                                detail: serde_json::to_value(&plan.report).unwrap_or_default(),
-                            });
-                            (plan.registry, plan.choice)
-                        }
-                        None => (registry, choice),
-                    }
-                }
-                _ => (registry, choice),
-            };
+            let steered = judge::steered(
+                request,
+                self.config.steering.as_ref(),
+                CallFormat::Hermes,
+                registry,
+                choice,
+                false,
+            );
+            let (registry, choice) = (steered.registry, steered.choice);
+            steering = steered.note;
             // The declared tools the steered registry still holds (all of them, under an
             // answer: the upstream is then told `none`).
             let kept: Vec<&str> = registry.names();

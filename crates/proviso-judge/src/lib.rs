@@ -12,9 +12,10 @@
 use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
 use proviso_server::{
     ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, ToolCallOut, ToolChoiceRequest,
+    RejectedRequest, RunError, Sink, SteeringNote, ToolCallOut, ToolChoiceRequest,
 };
-use proviso_tools::{Finish, Registry, ToolChoice, ToolGate, Usage};
+use proviso_tools::steer::{self, History, Limits};
+use proviso_tools::{CallFormat, Finish, Registry, ToolChoice, ToolGate, Usage};
 use serde_json::Value;
 
 /// A request refused before generation, naming the parameter.
@@ -73,6 +74,73 @@ pub fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest
                 !malformed,
             )
         })
+}
+
+/// What steering from the conversation made of a request's tools.
+#[derive(Debug, Clone)]
+pub struct Steered {
+    /// The registry to generate and judge under.
+    pub registry: Registry,
+    /// The tool choice to generate under.
+    pub choice: ToolChoice,
+    /// Calls the decoder must not complete (the grammar could not exclude them).
+    pub avoid: Vec<String>,
+    /// Whether a first call the conversation cannot trace is to be written again on the
+    /// other tools ([`proviso_tools::steer::first_call`]).
+    pub retarget: bool,
+    /// What was decided, for the response and the log.
+    pub note: Option<SteeringNote>,
+}
+
+/// Steers a request's tools from its conversation, the same way for every backend
+/// ([`proviso_tools::steer::plan`]): `limits` `None` (the server's `--steering off`) or a
+/// request's `steering: false` leaves them as sent. `can_retarget` says whether the backend
+/// can regenerate a first call on the other tools (the local model can; an upstream
+/// cannot).
+#[must_use]
+pub fn steered(
+    request: &GenerationRequest,
+    limits: Option<&Limits>,
+    format: CallFormat,
+    registry: Registry,
+    choice: ToolChoice,
+    can_retarget: bool,
+) -> Steered {
+    let unsteered = |registry, choice| Steered {
+        registry,
+        choice,
+        avoid: Vec::new(),
+        retarget: false,
+        note: None,
+    };
+    let (Some(limits), PromptInput::Chat(messages), true) =
+        (limits, &request.prompt, request.steering)
+    else {
+        return unsteered(registry, choice);
+    };
+    let history = History::read(messages);
+    let note = |report: &steer::Report| SteeringNote {
+        summary: report.summary(),
+        detail: serde_json::to_value(report).unwrap_or_default(),
+    };
+    let first = can_retarget
+        .then(|| steer::first_call(&registry, &choice, &history))
+        .flatten();
+    let retarget = first.is_some();
+    match steer::plan(&registry, format, &choice, &history, limits) {
+        Some(plan) => Steered {
+            note: Some(note(&plan.report)),
+            registry: plan.registry,
+            choice: plan.choice,
+            avoid: plan.avoid,
+            retarget,
+        },
+        None => Steered {
+            note: first.as_ref().map(note),
+            retarget,
+            ..unsteered(registry, choice)
+        },
+    }
 }
 
 /// Under `json_object`, the JSON Schema the request's instructions state for the answer:

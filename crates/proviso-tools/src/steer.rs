@@ -684,6 +684,18 @@ mod tests {
         m
     }
 
+    /// The plan under `auto` with the default limits.
+    fn auto_plan(history: &History) -> Plan {
+        plan(
+            &registry(),
+            CallFormat::Hermes,
+            &ToolChoice::Auto,
+            history,
+            &Limits::default(),
+        )
+        .unwrap()
+    }
+
     fn conversation(result: &str) -> Vec<Message> {
         vec![
             Message::new(Role::User, "Weather in Paris?"),
@@ -712,14 +724,7 @@ mod tests {
         assert_eq!(history.calls[2].result, None);
         // An earlier turn's call is out of the grammar as a repeat; this turn's answer
         // waits for every result of its last round.
-        let p = plan(
-            &registry(),
-            CallFormat::Hermes,
-            &ToolChoice::Auto,
-            &history,
-            &Limits::default(),
-        )
-        .unwrap();
+        let p = auto_plan(&history);
         assert_eq!(p.report.decision, "call");
         assert_eq!(p.avoid.len(), 3);
     }
@@ -762,14 +767,7 @@ mod tests {
     fn a_failed_call_may_be_retried_with_other_arguments_not_repeated() {
         let history = History::read(&conversation("Error: unknown city"));
         assert!(history.calls[0].failed);
-        let p = plan(
-            &registry(),
-            CallFormat::Hermes,
-            &ToolChoice::Auto,
-            &history,
-            &Limits::default(),
-        )
-        .unwrap();
+        let p = auto_plan(&history);
         assert_eq!(p.choice, ToolChoice::Auto);
         assert_eq!(p.report.decision, "call");
         assert_eq!(p.avoid.len(), 1);
@@ -782,14 +780,7 @@ mod tests {
             r#"{"city":"Pari"}"#,
         )]));
         messages.push(tool("call_b", r#"{"error": "unknown city"}"#));
-        let p = plan(
-            &registry(),
-            CallFormat::Hermes,
-            &ToolChoice::Auto,
-            &History::read(&messages),
-            &Limits::default(),
-        )
-        .unwrap();
+        let p = auto_plan(&History::read(&messages));
         assert_eq!(p.registry.names(), vec!["final_result"]);
     }
 
@@ -825,14 +816,7 @@ mod tests {
             messages.push(assistant(&[(&id, "get_weather", &arguments)]));
             messages.push(tool(&id, "Error: down"));
         }
-        let p = plan(
-            &registry(),
-            CallFormat::Hermes,
-            &ToolChoice::Auto,
-            &History::read(&messages),
-            &Limits::default(),
-        )
-        .unwrap();
+        let p = auto_plan(&History::read(&messages));
         assert_eq!(p.report.cause, Some(AnswerCause::Rounds));
     }
 

@@ -15,7 +15,7 @@ use proviso_server::{
     RejectedRequest, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut, Worker,
     WorkerError,
 };
-use proviso_tools::steer::{self, History, Limits};
+use proviso_tools::steer::{self, Limits};
 use proviso_tools::{
     instructions, write_call, CallFormat, Grammar, GrammarOptions, Grants, Policy, Registry,
     ToolChoice, ToolGate,
@@ -347,50 +347,39 @@ impl Backend for LocalBackend {
     fn prepare(&self, request: &GenerationRequest) -> Result<LocalJob, RejectedRequest> {
         let compile = CompileOptions::default();
         // JSON mode with the answer's schema stated in the instructions: the schema is the
-        // grammar, when it compiles (otherwise any object, as asked).
-        let stated = judge::stated_schema(request).filter(|schema| {
-            self.model
+        // grammar, when it compiles (otherwise any object, as asked). Without tools, that
+        // compiled schema is the request's grammar.
+        let mut stated = judge::stated_schema(request).and_then(|schema| {
+            let compiled = self
+                .model
                 .compile(&ConstraintSpec::JsonSchema(schema.clone()), &compile)
-                .is_ok()
+                .ok()?;
+            Some((schema, compiled))
         });
-        let answer_schema = stated.clone().or_else(|| judge::answer_schema(request));
+        let answer_schema = match &stated {
+            Some((schema, _)) => Some(schema.clone()),
+            None => judge::answer_schema(request),
+        };
+        let schema_from_instructions = stated.is_some();
         let tools = judge::tools(request)?;
         let mut auto_text = None;
         let mut auto_registry = None;
         let mut steering = None;
         let mut avoid = Vec::new();
-        let mut retarget = None;
         let (spec, check, tool_text, call_start) = if let Some((registry, choice)) = tools {
             // The conversation is the run's state: calls already answered leave the grammar,
             // and a round of results is followed by an answer.
-            let (registry, choice) = match (&self.config.steering, &request.prompt) {
-                (Some(limits), PromptInput::Chat(messages)) if request.steering => {
-                    let history = History::read(messages);
-                    let note = |report: &steer::Report| SteeringNote {
-                        summary: report.summary(),
-                        detail: serde_json::to_value(report).unwrap_or_default(),
-                    };
-                    if let Some(report) = steer::first_call(&registry, &choice, &history) {
-                        steering = Some(note(&report));
-                        retarget = Some(());
-                    }
-                    match steer::plan(
-                        &registry,
-                        self.config.call_format,
-                        &choice,
-                        &history,
-                        limits,
-                    ) {
-                        Some(plan) => {
-                            steering = Some(note(&plan.report));
-                            avoid = plan.avoid;
-                            (plan.registry, plan.choice)
-                        }
-                        None => (registry, choice),
-                    }
-                }
-                _ => (registry, choice),
-            };
+            let steered = judge::steered(
+                request,
+                self.config.steering.as_ref(),
+                self.config.call_format,
+                registry,
+                choice,
+                true,
+            );
+            let (registry, choice, retarget) = (steered.registry, steered.choice, steered.retarget);
+            steering = steered.note;
+            avoid = steered.avoid;
             if matches!(
                 request.constraint,
                 OutputConstraint::Regex(_)
@@ -452,7 +441,7 @@ impl Backend for LocalBackend {
             let call_start = (answer_schema.is_none() || start != b'{').then_some(start);
             let registry = Arc::new(registry);
             let several_calls = options.max_calls > 1 && format.call_separator().is_some();
-            let retarget = retarget.map(|()| first.clone());
+            let retarget = retarget.then(|| first.clone());
             if two_phase || several_calls || retarget.is_some() {
                 auto_registry = Some((Arc::clone(&registry), format, several_calls, retarget));
             }
@@ -474,7 +463,7 @@ impl Backend for LocalBackend {
                 OutputConstraint::None => (None, Judge::Text, None, None),
                 OutputConstraint::JsonObject => (
                     Some(ConstraintSpec::JsonSchema(
-                        stated
+                        answer_schema
                             .clone()
                             .unwrap_or_else(|| serde_json::json!({"type": "object"})),
                     )),
@@ -519,13 +508,15 @@ impl Backend for LocalBackend {
             (_, OutputConstraint::Lark(_)) => "guided_grammar",
             _ => "response_format",
         };
-        let compiled = match &spec {
-            Some(spec) => Some(
+        let json_mode = matches!(check, Judge::JsonObject);
+        let compiled = match (&spec, stated.take()) {
+            (Some(_), Some((_, compiled))) if json_mode => Some(compiled),
+            (Some(spec), _) => Some(
                 self.model
                     .compile(spec, &compile)
                     .map_err(|e| constraint_error(param, &e))?,
             ),
-            None => None,
+            (None, _) => None,
         };
         let auto = match auto_registry {
             Some((registry, format, several_calls, retarget)) => Some(AutoPhase {
@@ -545,7 +536,7 @@ impl Backend for LocalBackend {
             }),
             None => None,
         };
-        if stated.is_some() {
+        if schema_from_instructions {
             let mut note = steering.unwrap_or_else(|| SteeringNote {
                 summary: "answer".into(),
                 detail: serde_json::json!({}),
@@ -671,40 +662,43 @@ impl LocalWorker {
             proviso_tools::provenance::fan_out_avoid(auto.format, text, calls, &auto.conversation)?;
         let mut options = options.clone();
         options.avoid.extend(avoid);
-        let longer = self
+        let (out, tokens) = self.calls_again(job, compiled, &options)?;
+        proviso_tools::provenance::fans_out(
+            &auto.registry,
+            calls,
+            &parsed(&out),
+            &auto.conversation,
+        )
+        .then_some((out, tokens))
+    }
+
+    /// The same prompt generated again under `compiled`: the calls, when it ends naturally
+    /// and its step passes the gates, and the tokens spent.
+    fn calls_again(
+        &mut self,
+        job: &LocalJob,
+        compiled: Option<&Compiled>,
+        options: &GenerateOptions,
+    ) -> Option<(Vec<ToolCallOut>, u64)> {
+        let generation = self
             .generator
-            .generate(&job.prompt, compiled, &options)
+            .generate(&job.prompt, compiled, options)
             .ok()?;
-        let tokens = longer.tokens.len() as u64;
         if !matches!(
-            longer.stop_reason,
+            generation.stop_reason,
             StopReason::Stop | StopReason::GrammarComplete
         ) {
             return None;
         }
-        let Ok(Judged::Calls(out)) = job
+        match job
             .check
-            .local(&longer.text(), &mut |_| proviso_server::call_id())
-        else {
-            return None;
-        };
-        let extended: Vec<(String, Value)> = out
-            .iter()
-            .filter_map(|c| Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?)))
-            .collect();
-        if !proviso_tools::provenance::fans_out(
-            &auto.registry,
-            calls,
-            &extended,
-            &auto.conversation,
-        ) {
-            return None;
+            .local(&generation.text(), &mut |_| proviso_server::call_id())
+        {
+            Ok(Judged::Calls(out)) => Some((out, generation.tokens.len() as u64)),
+            _ => None,
         }
-        Some((out, tokens))
     }
-}
 
-impl LocalWorker {
     /// A first call under `required` whose arguments the conversation cannot trace is
     /// written again on the tools it did not name; the new calls replace it only when they
     /// pass the gates and the conversation traces them. Returns them and the tokens spent.
@@ -738,31 +732,20 @@ impl LocalWorker {
             .model
             .compile(&spec_of(&grammar.grammar), &CompileOptions::default())
             .ok()?;
-        let generation = self
-            .generator
-            .generate(&job.prompt, Some(&compiled), options)
-            .ok()?;
-        let tokens = generation.tokens.len() as u64;
-        if !matches!(
-            generation.stop_reason,
-            StopReason::Stop | StopReason::GrammarComplete
-        ) {
-            return None;
-        }
-        let Ok(Judged::Calls(out)) = job
-            .check
-            .local(&generation.text(), &mut |_| proviso_server::call_id())
-        else {
-            return None;
-        };
-        let written: Vec<(String, Value)> = out
-            .iter()
-            .filter_map(|c| Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?)))
-            .collect();
-        (proviso_tools::provenance::choose(&auto.registry, &written, &auto.conversation)
+        let (out, tokens) = self.calls_again(job, Some(&compiled), options)?;
+        (proviso_tools::provenance::choose(&auto.registry, &parsed(&out), &auto.conversation)
             == proviso_tools::AutoChoice::Call)
             .then_some((out, tokens))
     }
+}
+
+/// Accepted calls with their arguments read back (they were serialised from the gate's own
+/// objects, so they always read).
+fn parsed(calls: &[ToolCallOut]) -> Vec<(String, Value)> {
+    calls
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?)))
+        .collect()
 }
 
 /// Streams text as it is generated, holding back what may start a call, and splitting only
@@ -936,15 +919,7 @@ impl Worker for LocalWorker {
                     .map(|judged| judge::choice(base, judged));
                 let mut verdict = verdict;
                 if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
-                    let calls: Vec<(String, Value)> = choice
-                        .tool_calls
-                        .iter()
-                        // The arguments were serialised from the gate's own objects just
-                        // above, so they always read back.
-                        .filter_map(|c| {
-                            Some((c.name.clone(), serde_json::from_str(&c.arguments).ok()?))
-                        })
-                        .collect();
+                    let calls = parsed(&choice.tool_calls);
                     if probing
                         && !calls.is_empty()
                         && proviso_tools::provenance::choose(
