@@ -24,6 +24,17 @@ pub enum ArgumentPolicy {
         /// The root the path is relative to.
         root: String,
     },
+    /// An absolute path that must lie inside the directory `root` (or be `root`): no `..`
+    /// component, no NUL, no backslash, and, once `.` components and repeated slashes are
+    /// read away, `root` as its leading components (`/srv/out2` is not inside `/srv/out`).
+    /// The check is lexical too: the tool that opens the path must still refuse symbolic
+    /// links that leave the directory.
+    PathWithin {
+        /// The argument (a name, or a JSON pointer into the arguments).
+        argument: String,
+        /// The absolute directory the path must stay in.
+        root: String,
+    },
     /// A string argument that must match `pattern` in full.
     Pattern {
         /// The argument.
@@ -55,6 +66,7 @@ pub(crate) struct CompiledPolicy {
 #[derive(Debug, Clone)]
 enum Rule {
     Path { root: String },
+    Within { root: Vec<String> },
     Pattern { regex: regex::Regex, source: String },
     Range { min: Option<f64>, max: Option<f64> },
 }
@@ -68,6 +80,21 @@ impl ArgumentPolicy {
                     root: root.trim_end_matches('/').to_owned(),
                 },
             ),
+            Self::PathWithin { argument, root } => {
+                if !root.starts_with('/') || path_escape(root.trim_start_matches('/')).is_some() {
+                    return Err(ToolError::Policy {
+                        message: format!(
+                            "tool `{tool}`: path_within policy on `{argument}` needs an absolute root without `..`, got {root:?}"
+                        ),
+                    });
+                }
+                (
+                    argument,
+                    Rule::Within {
+                        root: components(root),
+                    },
+                )
+            }
             Self::Pattern { argument, pattern } => {
                 let regex = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
                     ToolError::Policy {
@@ -146,6 +173,31 @@ impl CompiledPolicy {
                     }
                 }
             },
+            Rule::Within { root } => match value.as_str() {
+                None => fail(
+                    Code::PathNotString,
+                    format!("{} must be a path string", self.pointer),
+                ),
+                Some(path) => {
+                    let shown = format!("/{}", root.join("/"));
+                    let escape = if path.starts_with('/') {
+                        path_escape(path.trim_start_matches('/'))
+                    } else {
+                        Some("the path is not absolute")
+                    };
+                    if let Some(reason) = escape {
+                        fail(
+                            Code::PathOutsideRoot,
+                            format!("{path:?} is not inside {shown}: {reason}"),
+                        );
+                    } else if !components(path).starts_with(root) {
+                        fail(
+                            Code::PathOutsideRoot,
+                            format!("{path:?} is not inside {shown}"),
+                        );
+                    }
+                }
+            },
             Rule::Pattern { regex, source } => match value.as_str() {
                 Some(text) if regex.is_match(text) => {}
                 Some(text) => fail(
@@ -181,6 +233,14 @@ impl CompiledPolicy {
             },
         }
     }
+}
+
+/// A path's components, with empty and `.` components read away.
+fn components(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Why `path` could leave its root, lexically; `None` when it cannot.
@@ -454,6 +514,53 @@ mod tests {
         for good in ["a", "a/b.txt", "a/./b", "..a", "a..b/c"] {
             assert!(path_escape(good).is_none(), "{good:?}");
         }
+    }
+
+    #[test]
+    fn path_within_is_by_components() {
+        let policy = ArgumentPolicy::PathWithin {
+            argument: "path".into(),
+            root: "/srv/out/".into(),
+        }
+        .compile("write")
+        .unwrap();
+        let args = |p: &str| json!({ "path": p }).as_object().unwrap().clone();
+        for good in [
+            "/srv/out",
+            "/srv/out/a.txt",
+            "//srv/./out/b/c",
+            "/srv/out/..a",
+        ] {
+            let mut out = Vec::new();
+            policy.check(&args(good), "", &mut out);
+            assert!(out.is_empty(), "{good}: {out:?}");
+        }
+        for bad in [
+            "/srv/out2/a",
+            "/srv/out/../etc/passwd",
+            "srv/out/a",
+            "/etc/passwd",
+            "/srv",
+            "/srv/out/a\\b",
+            "",
+        ] {
+            let mut out = Vec::new();
+            policy.check(&args(bad), "", &mut out);
+            assert_eq!(out.len(), 1, "{bad}");
+            assert_eq!(out[0].code, "path_outside_root");
+        }
+        assert!(ArgumentPolicy::PathWithin {
+            argument: "p".into(),
+            root: "rel".into()
+        }
+        .compile("t")
+        .is_err());
+        assert!(ArgumentPolicy::PathWithin {
+            argument: "p".into(),
+            root: "/a/../b".into()
+        }
+        .compile("t")
+        .is_err());
     }
 
     #[test]
