@@ -15,6 +15,7 @@ use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{GateStatus, Intent, LocalModel, LocalProposer, Verdict};
 use proviso_demo::DemoKind;
+use proviso_mcp::{Hub, Limits, McpConfig, ToolPolicy, Toolset};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -64,30 +65,90 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
     execute(&agent, &question, kind.name(), format, &args.run)
 }
 
-/// `proviso agent --docs DIR QUESTION`: the documents agent over your own files.
+/// `proviso agent [--docs DIR] [--mcp CONFIG.json] [--policy P.json] QUESTION`: an agent over
+/// your own documents, your own MCP servers' tools, or both.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AgentArgs {
     /// The question.
     question: String,
     /// A directory of .txt, .md and .jsonl files (with an optional manifest.json giving
     /// versions) to answer from.
-    #[arg(long, value_name = "DIR")]
-    docs: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "mcp")]
+    docs: Option<PathBuf>,
+    /// An `mcpServers` configuration (the JSON that Claude Desktop, Cursor and llama.cpp
+    /// read): every tool its servers list is declared, gated and callable.
+    #[arg(long, value_name = "CONFIG.json")]
+    mcp: Option<PathBuf>,
+    /// A policy file: roles, grants and budget, and per-tool overrides under `tools`
+    /// (`class`, argument `policies`, `enabled`, `description`). Without one, read tools
+    /// are allowed and every other tool is refused at the permission gate.
+    #[arg(long, value_name = "P.json")]
+    policy: Option<PathBuf>,
+    /// The most text of one MCP result kept, in bytes; the rest is cut with a note.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024)]
+    max_result_bytes: usize,
     #[command(flatten)]
     run: RunFlags,
 }
 
 pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
-    let base = proviso_demo::docs::DocsBase::load(&args.docs)
-        .with_context(|| format!("reading the documents in {}", args.docs.display()))?;
-    let agent = proviso_demo::docs_agent(std::sync::Arc::new(base))?;
-    execute(
-        &agent,
-        &args.question,
-        "docs",
-        CallFormat::Envelope,
-        &args.run,
-    )
+    let base = match &args.docs {
+        Some(dir) => Some(std::sync::Arc::new(
+            proviso_demo::docs::DocsBase::load(dir)
+                .with_context(|| format!("reading the documents in {}", dir.display()))?,
+        )),
+        None => None,
+    };
+    if let (Some(base), None, None) = (&base, &args.mcp, &args.policy) {
+        let agent = proviso_demo::docs_agent(base.clone())?;
+        return execute(
+            &agent,
+            &args.question,
+            "docs",
+            CallFormat::Envelope,
+            &args.run,
+        );
+    }
+    let policy = match &args.policy {
+        Some(path) => ToolPolicy::load(path)?,
+        None => ToolPolicy::default(),
+    };
+    let mut toolbox = match &base {
+        Some(base) => proviso_demo::docs::toolbox(base.clone())?,
+        None => proviso::harness::Toolbox::new(),
+    };
+    let mut hub = None;
+    if let Some(path) = &args.mcp {
+        let config = McpConfig::load(path)?;
+        let limits = Limits::default().max_result_bytes(args.max_result_bytes);
+        let connected = Hub::new(config, limits)?;
+        let listing = connected.list();
+        let declared = Toolset::declare(&connected, &listing, &policy);
+        let mut stderr = std::io::stderr().lock();
+        for failure in &listing.failures {
+            writeln!(stderr, "proviso agent: MCP server `{}` left out: {}", failure.server, failure.error)?;
+        }
+        for refused in &declared.refused {
+            writeln!(stderr, "proviso agent: MCP tool `{}` refused: {}", refused.tool, refused.reason)?;
+        }
+        if declared.specs.is_empty() && base.is_none() {
+            connected.shutdown();
+            anyhow::bail!("no MCP tool could be declared from {}", path.display());
+        }
+        toolbox = declared.toolset.bind(toolbox, &declared.specs)?;
+        hub = Some(connected);
+    }
+    let agent = proviso_demo::own_agent(base, toolbox, policy.policy)?;
+    let name = match (&args.docs, &args.mcp) {
+        (Some(_), Some(_)) => "docs+mcp",
+        (None, Some(_)) => "mcp",
+        _ => "docs",
+    };
+    let result = execute(&agent, &args.question, name, CallFormat::Envelope, &args.run);
+    if let Some(hub) = hub {
+        hub.shutdown();
+    }
+    result
 }
 
 /// How a run is made and shown, shared by `demo` and `agent`.

@@ -131,9 +131,23 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     steering: String,
     /// Tool rounds since the last user turn after which a response answers instead of
-    /// calling again.
+    /// calling again; also the most rounds of server-executed (MCP) calls one request runs.
     #[arg(long, default_value_t = 4, value_name = "N")]
     max_tool_rounds: usize,
+    /// An `mcpServers` configuration (the JSON Claude Desktop, Cursor and llama.cpp read):
+    /// requests may use its servers' tools through an `mcp` tool naming a server by
+    /// `server_label`, and the server executes each call, gated, in a loop of at most
+    /// --max-tool-rounds rounds.
+    #[arg(long, value_name = "CONFIG.json")]
+    mcp: Option<PathBuf>,
+    /// The policy MCP calls pass (roles, grants, budget, and per-tool overrides under
+    /// `tools`). Without one, read tools are allowed and every other tool is refused at the
+    /// permission gate.
+    #[arg(long, value_name = "P.json", requires = "mcp")]
+    mcp_policy: Option<PathBuf>,
+    /// The most text of one MCP result kept, in bytes; the rest is cut with a note.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024, requires = "mcp")]
+    mcp_max_result_bytes: usize,
     /// Gateway mode: forward generation to this OpenAI-compatible server (its base URL),
     /// with the constraint in its dialect, and gate every response before returning it.
     #[arg(long, value_name = "URL")]
@@ -182,7 +196,23 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
         .responses_age(Duration::from_secs(args.responses_age))
         .api_key(args.api_key.clone().filter(|k| !k.is_empty()))
         .model_aliases(args.model_aliases.clone())
-        .any_model(args.accept_any_model);
+        .any_model(args.accept_any_model)
+        .max_tool_rounds(args.max_tool_rounds);
+    let server = match &args.mcp {
+        Some(path) => {
+            let config = proviso_mcp::McpConfig::load(path)?;
+            let policy = match &args.mcp_policy {
+                Some(path) => proviso_mcp::ToolPolicy::load(path)?,
+                None => proviso_mcp::ToolPolicy::default(),
+            };
+            let limits =
+                proviso_mcp::Limits::default().max_result_bytes(args.mcp_max_result_bytes);
+            // Servers start when a request first names one of them.
+            let service = proviso_mcp::Service::new(config, policy, limits)?;
+            server.server_tools(Arc::new(service))
+        }
+        None => server,
+    };
     let policy = match &args.policy {
         Some(path) => Some(
             Policy::from_json(&crate::read_schema(path)?)

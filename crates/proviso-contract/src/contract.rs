@@ -586,6 +586,15 @@ impl Contract {
         self.evidence.as_ref()
     }
 
+    /// This contract checking evidence against `store` instead (a run's store, grown by
+    /// what its tools returned).
+    #[must_use]
+    pub fn with_sources(&self, store: Arc<SourceStore>) -> Self {
+        let mut contract = self.clone();
+        contract.sources = Some(store);
+        contract
+    }
+
     /// The source store the evidence gate checks against, if one was supplied.
     #[must_use]
     pub fn source_store(&self) -> Option<&Arc<SourceStore>> {

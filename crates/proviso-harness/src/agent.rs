@@ -14,18 +14,74 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proviso_contract::{
-    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Question, Rejection, ToolCall,
-    Verdict,
+    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Question, Rejection,
+    SourceDocument, SourceStore, ToolCall, Verdict,
 };
 use proviso_tools::{
     instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolChoice, ToolError,
     ToolGate, Usage,
 };
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tracing::field::Empty;
 
 use crate::steer::{self, FinishCause, Steering, StepPlan};
+
+/// Most lines of one result shown and cited (a result's later lines are cut with a note).
+const CITED_LINES_PER_RESULT: usize = 120;
+
+/// Makes a successful text result (a string, or an object's `text`) a source of the run:
+/// `tool#n`, version `v1`, in force, one line per line of text. The result the model sees
+/// becomes that source's numbered lines (with the result's other members kept), so the
+/// lines it may cite are exactly the ones the evidence gate checks against. Returns whether
+/// the store grew.
+fn cite_result(done: &mut ExecutedCall, index: usize, store: &mut SourceStore) -> bool {
+    let ToolOutcome::Ok { result } = &mut done.outcome else {
+        return false;
+    };
+    let (text, rest) = match result {
+        Value::String(text) => (text.clone(), Map::new()),
+        Value::Object(map) => match map.get("text").and_then(Value::as_str) {
+            Some(text) => {
+                let mut rest = map.clone();
+                rest.remove("text");
+                (text.to_owned(), rest)
+            }
+            None => return false,
+        },
+        _ => return false,
+    };
+    if text.trim().is_empty() {
+        return false;
+    }
+    let source_id = format!("{}#{index}", done.call.name());
+    let document = SourceDocument::new(&source_id, "v1", true, &text);
+    let total = document.lines().iter().filter(|l| !l.trim().is_empty()).count();
+    let lines: Vec<Value> = document
+        .lines()
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .take(CITED_LINES_PER_RESULT)
+        .map(|(i, l)| json!({"line": i + 1, "text": l}))
+        .collect();
+    if store.insert(document).is_err() {
+        return false;
+    }
+    let mut cited = Map::new();
+    cited.insert("source_id".into(), Value::from(source_id));
+    cited.insert("version".into(), Value::from("v1"));
+    if total > lines.len() {
+        cited.insert(
+            "lines_not_shown".into(),
+            Value::from(total - lines.len()),
+        );
+    }
+    cited.insert("lines".into(), Value::Array(lines));
+    cited.extend(rest);
+    *result = Value::Object(cited);
+    true
+}
 
 /// Most observed lines a grounded answer grammar offers, the most relevant to the question
 /// first: a small model chooses better among a few.
@@ -158,6 +214,12 @@ pub struct AgentConfig {
     /// A contract every final answer must also pass (for instance an evidence gate over
     /// citations); the answer value is checked as JSON text.
     pub answer_contract: Option<Arc<Contract>>,
+    /// Whether the text results of the evidence tools ([`Steering::evidence_tools`]) become
+    /// citable lines: each such result is a source of the run (`tool#n`, version `v1`, in
+    /// force) added to the answer contract's store for this run, and the model is shown it
+    /// as numbered lines. Tools whose results are not documents known in advance (an MCP
+    /// server's) can then ground an answer the evidence gate checks.
+    pub cite_results: bool,
     /// How each step's grammar is narrowed from the run's state.
     pub steering: Steering,
 }
@@ -226,6 +288,13 @@ impl AgentConfig {
         self
     }
 
+    /// Sets [`AgentConfig::cite_results`].
+    #[must_use]
+    pub fn cite_results(mut self, cite_results: bool) -> Self {
+        self.cite_results = cite_results;
+        self
+    }
+
     /// Sets [`AgentConfig::steering`].
     #[must_use]
     pub fn steering(mut self, steering: Steering) -> Self {
@@ -246,6 +315,7 @@ impl Default for AgentConfig {
             refuse_repeated_calls: true,
             call_before_answer: false,
             answer_contract: None,
+            cite_results: false,
             steering: Steering::default(),
         }
     }
@@ -579,9 +649,11 @@ impl Agent {
         });
         // The question, read once against the answer's sources: what steering offers and what
         // the answer-relevance rule checks.
-        let asked: Option<Question> = self
-            .config
-            .answer_contract
+        // The answer contract of this run: the configured one, its store grown by the cited
+        // results of this run's calls when results are cited.
+        let mut contract = self.config.answer_contract.clone();
+        let mut run_store: Option<SourceStore> = None;
+        let mut asked: Option<Question> = contract
             .as_ref()
             .and_then(|c| c.source_store())
             .map(|store| Question::new(question, store));
@@ -598,8 +670,15 @@ impl Agent {
             }
             usage.steps += 1;
             let step = usage.steps;
-            let (planned, avoid, plan) =
-                self.plan_step(question, asked.as_ref(), step, &executed, &usage, in_a_row);
+            let (planned, avoid, plan) = self.plan_step(
+                question,
+                asked.as_ref(),
+                contract.as_ref(),
+                step,
+                &executed,
+                &usage,
+                in_a_row,
+            );
             observer.event(&Event::StepPlanned { step, plan: &plan });
             if let Some(message) = &plan.abstain {
                 break RunEnd::Abstained {
@@ -682,7 +761,22 @@ impl Agent {
                                 outcome: e.outcome.clone(),
                                 duration_ms: 0,
                             },
-                            None => self.dispatch(step, call, &mut usage),
+                            None => {
+                                let mut done = self.dispatch(step, call, &mut usage);
+                                if let Some(base) = self.cites(&done) {
+                                    let store = run_store.get_or_insert_with(|| {
+                                        base.source_store()
+                                            .map(|s| s.as_ref().clone())
+                                            .unwrap_or_default()
+                                    });
+                                    if cite_result(&mut done, executed.len() + 1, store) {
+                                        let grown = Arc::new(store.clone());
+                                        asked = Some(Question::new(question, &grown));
+                                        contract = Some(Arc::new(base.with_sources(grown)));
+                                    }
+                                }
+                                done
+                            }
                         };
                         observer.event(&Event::ToolResult {
                             step,
@@ -704,7 +798,7 @@ impl Agent {
                     None
                 }
                 Ok(Intent::FinalAnswer { answer, .. }) => {
-                    let Some(contract) = self.config.answer_contract.as_ref() else {
+                    let Some(contract) = contract.as_ref() else {
                         break RunEnd::FinalAnswer {
                             answer: answer.as_ref().clone(),
                         };
@@ -810,10 +904,12 @@ impl Agent {
 
     /// The step's grammar from the run's state: `None` when the base grammar applies
     /// unchanged, with the texts to avoid and what was decided.
+    #[allow(clippy::too_many_arguments)]
     fn plan_step(
         &self,
         question: &str,
         asked: Option<&Question>,
+        contract: Option<&Arc<Contract>>,
         step: u64,
         executed: &[ExecutedCall],
         usage: &Usage,
@@ -835,7 +931,7 @@ impl Agent {
         // gathered only once there is something to cite.
         let candidates: Option<Vec<steer::Citable>> = match (
             steering.ground_answers,
-            &self.config.answer_contract,
+            contract,
             &self.config.grammar.answer,
             asked,
         ) {
@@ -928,11 +1024,7 @@ impl Agent {
             choice = ToolChoice::Required;
             // Read the best source not read yet, rather than let a small model pick among
             // many lookups.
-            let store = self
-                .config
-                .answer_contract
-                .as_ref()
-                .and_then(|c| c.source_store());
+            let store = contract.and_then(|c| c.source_store());
             if let (Some(asked), Some(store)) = (asked, store) {
                 let read = steer::next_read(registry, &steering.read_tools, executed, store, |s| {
                     asked.on_subject(s)
@@ -968,7 +1060,7 @@ impl Agent {
         options.choice = choice.clone();
         if !matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
             if let (Some(contract), Some(answer), Some(candidates)) = (
-                &self.config.answer_contract,
+                contract,
                 &self.config.grammar.answer,
                 &candidates,
             ) {
@@ -1094,6 +1186,23 @@ impl Agent {
             outcome,
             duration_ms: millis(duration),
         }
+    }
+
+    /// The configured answer contract, when `done`'s result is to become citable lines.
+    fn cites(&self, done: &ExecutedCall) -> Option<&Arc<Contract>> {
+        let evidence = self
+            .config
+            .steering
+            .evidence_tools
+            .iter()
+            .any(|t| t == done.call.name());
+        if !(self.config.cite_results && evidence) {
+            return None;
+        }
+        self.config
+            .answer_contract
+            .as_ref()
+            .filter(|c| c.evidence_policy().is_some())
     }
 
     /// The answer as the answer contract reads it: a native format's answer is the whole

@@ -239,7 +239,29 @@ pub(crate) fn narrow(
         .iter()
         .map(|e| (e.call.name(), e.call.arguments()))
         .collect();
-    proviso_tools::steer::without_calls(registry, format, &ran)
+    let mut narrowed = proviso_tools::steer::without_calls(registry, format, &ran);
+    // A tool that failed twice leaves the grammar, as in the server's steering, while
+    // another tool remains.
+    let failing = proviso_tools::steer::failing_tools(
+        &narrowed.registry,
+        executed
+            .iter()
+            .map(|e| (e.call.name(), !matches!(e.outcome, ToolOutcome::Ok { .. }))),
+        proviso_tools::steer::Limits::default().max_failures,
+    );
+    if !failing.is_empty() && failing.len() < narrowed.registry.len() {
+        let kept: Vec<proviso_tools::ToolSpec> = narrowed
+            .registry
+            .iter()
+            .filter(|t| !failing.iter().any(|f| f == t.spec().name()))
+            .map(|t| t.spec().clone())
+            .collect();
+        if let Ok(registry) = Registry::new(kept) {
+            narrowed.registry = registry;
+            narrowed.exhausted.extend(failing);
+        }
+    }
+    narrowed
 }
 
 /// The first call of one of `tools` (in order) that has not run and whose arguments name a
@@ -639,10 +661,34 @@ pub(crate) fn ground_arguments(
             strings(result, &mut texts);
         }
     }
+    // Locators (paths, file names, URIs) the question and the results wrote, verbatim.
+    let located: Vec<String> = texts
+        .iter()
+        .flat_map(|t| proviso_tools::steer::locators(t))
+        .fold(Vec::new(), |mut all, l| {
+            if !all.contains(&l) {
+                all.push(l);
+            }
+            all
+        });
+    // Before the first call, among many tools, the ones the question names.
+    let named = if executed.is_empty() {
+        proviso_tools::steer::named_tools(registry, question, MAX_FIRST_TOOLS)
+    } else {
+        None
+    };
+    let registry = named.as_ref().unwrap_or(registry);
     let grounded = registry.narrowed(|parameters| {
-        let mut changed = false;
+        // Closed objects, no unasked knobs, locators from the conversation: the policy the
+        // server's steering applies too.
+        let mut changed = proviso_tools::steer::narrow_parameters(parameters, question, &located);
         if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
-            for property in properties.values_mut() {
+            for (name, property) in properties.iter_mut() {
+                // A path, a file name or a URI is a token the conversation wrote, never a
+                // query made of the question's words.
+                if proviso_tools::steer::is_locator(name) {
+                    continue;
+                }
                 // An id chosen from a list (a document to read) is held to the ones the
                 // results named, best first, once there are results: a small model picks
                 // poorly among many.
@@ -715,10 +761,13 @@ pub(crate) fn ground_arguments(
         .filter(|spec| !needs_unnamed_id(spec.parameters()))
         .collect();
     if callable.is_empty() || callable.len() == narrowed.len() {
-        return grounded;
+        return grounded.or(named);
     }
-    Registry::new(callable).ok().or(grounded)
+    Registry::new(callable).ok().or(grounded).or(named)
 }
+
+/// Most tools the first step offers when the question names some of them.
+const MAX_FIRST_TOOLS: usize = 4;
 
 /// Whether a tool's parameters require an argument held to a `pattern` (an id) that the
 /// grounding above could not turn into named values.

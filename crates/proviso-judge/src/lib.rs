@@ -127,7 +127,7 @@ pub fn steered(
         .then(|| steer::first_call(&registry, &choice, &history))
         .flatten();
     let retarget = first.is_some();
-    match steer::plan(&registry, format, &choice, &history, limits) {
+    let mut steered = match steer::plan(&registry, format, &choice, &history, limits) {
         Some(plan) => Steered {
             note: Some(note(&plan.report)),
             registry: plan.registry,
@@ -140,7 +140,23 @@ pub fn steered(
             retarget,
             ..unsteered(registry, choice)
         },
+    };
+    // Arguments held to what the conversation supports (closed objects, no unasked knobs,
+    // locators it wrote): the same narrowing as the harness's.
+    let asked: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == proviso_contract::Role::User)
+        .map(|m| m.content.as_str())
+        .collect();
+    let seen: Vec<&str> = messages
+        .iter()
+        .filter(|m| matches!(m.role, proviso_contract::Role::User | proviso_contract::Role::Tool))
+        .map(|m| m.content.as_str())
+        .collect();
+    if let Some(narrowed) = steer::narrow_arguments(&steered.registry, &asked.join("\n"), &seen) {
+        steered.registry = narrowed;
     }
+    steered
 }
 
 /// Under `json_object`, the JSON Schema the request's instructions state for the answer:

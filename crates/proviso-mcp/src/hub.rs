@@ -212,6 +212,17 @@ impl Hub {
         self.inner.servers.keys().map(String::as_str).collect()
     }
 
+    /// The longest timeout of any configured server.
+    #[must_use]
+    pub fn slowest(&self) -> Duration {
+        self.inner
+            .servers
+            .values()
+            .map(|s| s.config.timeout)
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
     /// The limits results are held to.
     #[must_use]
     pub fn limits(&self) -> Limits {

@@ -11,10 +11,12 @@
 
 mod config;
 mod hub;
+mod service;
 mod toolset;
 
 pub use config::{McpConfig, ServerConfig, Transport, DEFAULT_TIMEOUT};
 pub use hub::{CallResult, Hub, Limits, Listing, McpTool, ServerFailure, Truncated};
+pub use service::{CallOutcome, CallRecord, Catalog, Service};
 pub use toolset::{qualified, Declared, Refused, ToolOverride, ToolPolicy, Toolset, SEPARATOR};
 
 /// Why an MCP server or call failed. Each kind is a typed tool outcome for the model, never

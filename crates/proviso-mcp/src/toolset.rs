@@ -11,7 +11,10 @@ use proviso_tools::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::hub::{Hub, Listing, McpTool};
+use proviso_harness::{ToolFailure, Toolbox};
+use proviso_tools::ToolError;
+
+use crate::hub::{CallResult, Hub, Listing, McpTool};
 use crate::McpError;
 
 /// What a policy file may change about one tool (named `server__tool`).
@@ -195,6 +198,30 @@ impl Toolset {
         }
     }
 
+    /// Binds every declared tool of `specs` into `toolbox`: a call the gates admitted goes
+    /// to its server, and what comes back is the tool's outcome. A result is
+    /// `{"text": …}` (with `truncated` when it was cut), or `{"structured": …}` when the
+    /// server sent structured content and no text; a result flagged `isError` is the failure `tool_error`;
+    /// a server that fails is the failure named by [`McpError::kind`]. The toolbox's timeout
+    /// is raised above the slowest server's, so the server's own timeout is the one that
+    /// fires, with its typed outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError`] when a name is taken in `toolbox`.
+    pub fn bind(&self, mut toolbox: Toolbox, specs: &[ToolSpec]) -> Result<Toolbox, ToolError> {
+        for spec in specs {
+            let Some((server, tool)) = self.route(spec.name()) else {
+                continue;
+            };
+            let (hub, server, tool) = (self.hub.clone(), server.to_owned(), tool.to_owned());
+            toolbox = toolbox.bind(spec.clone(), move |arguments| {
+                outcome(hub.call(&server, &tool, arguments))
+            })?;
+        }
+        Ok(toolbox.timeout(self.hub.slowest() + std::time::Duration::from_secs(5)))
+    }
+
     /// The hub the calls go to.
     #[must_use]
     pub fn hub(&self) -> &Hub {
@@ -213,6 +240,45 @@ impl Toolset {
     #[must_use]
     pub fn names(&self) -> Vec<&str> {
         self.routes.keys().map(String::as_str).collect()
+    }
+}
+
+/// A call's result as a tool outcome.
+fn outcome(result: Result<CallResult, McpError>) -> Result<Value, ToolFailure> {
+    match result {
+        Err(error) => Err(ToolFailure::new(error.kind(), error.to_string())),
+        Ok(result) if result.is_error => {
+            let text = result.text();
+            Err(ToolFailure::new(
+                "tool_error",
+                if text.is_empty() {
+                    "the tool reported an error".to_owned()
+                } else {
+                    text
+                },
+            ))
+        }
+        Ok(result) => {
+            let mut value = serde_json::Map::new();
+            let text = result.text();
+            // The spec has a server send its structured result as text too; shown twice, it
+            // would only cost the model context. Structured content alone is passed on.
+            match result.structured {
+                Some(structured) if text.is_empty() => {
+                    value.insert("structured".into(), structured);
+                }
+                _ => {
+                    value.insert("text".into(), Value::from(text));
+                }
+            }
+            if let Some(truncated) = result.truncated {
+                value.insert(
+                    "truncated".into(),
+                    serde_json::to_value(truncated).unwrap_or(Value::Null),
+                );
+            }
+            Ok(Value::Object(value))
+        }
     }
 }
 

@@ -19,7 +19,9 @@ use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::backend::{Backend, ChoiceResult, Delta, RunError, Sink, SteeringNote, Worker};
+use crate::backend::{
+    Backend, ChoiceResult, Delta, RunError, Sink, SteeringNote, ToolCallOut, Worker,
+};
 use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
 use crate::prepare::{PrepareError, Preparer};
@@ -27,6 +29,7 @@ use crate::responses;
 use crate::wire::{self, ErrorBody, InvalidRequest};
 
 mod config;
+mod mcp;
 mod render;
 mod sse;
 
@@ -709,13 +712,28 @@ async fn responses_route<B: Backend>(
     let started = Instant::now();
     let response = async {
         let value = read_json(&s, &headers, body).await?;
+        // `mcp` tools and MCP items are read first: the body the chat reader sees has
+        // function tools, calls and outputs in their place.
+        let mut rewritten = value.clone();
+        let uses = match (&s.config.server_tools, mcp::wanted(&value)) {
+            (Some(tools), true) => mcp::prepare(&**tools, &mut rewritten, true)
+                .await
+                .map_err(|e| invalid(e))?,
+            (None, true) => {
+                return Err(invalid(InvalidRequest::unsupported(
+                    "tools",
+                    "this server executes no tools: start it with --mcp CONFIG.json",
+                )))
+            }
+            _ => mcp::McpUses::default(),
+        };
         let translated = {
             let store = s
                 .responses
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let translated =
-                responses::to_chat(&value, |previous| store.get(previous)).map_err(invalid)?;
+                responses::to_chat(&rewritten, |previous| store.get(previous)).map_err(invalid)?;
             let limits = store.limits();
             let chain = translated.previous.as_ref().map_or(0, |p| p.chain_bytes())
                 + responses::bytes_of(&translated.input);
@@ -730,19 +748,35 @@ async fn responses_route<B: Backend>(
             }
             translated
         };
-        let submitted = submit(
-            &s,
-            Kind::Chat,
-            &id,
-            translated.chat,
-            started,
-            responses::param_name,
-        )
-        .await?;
-        let (meta, choices) = run_to_end(&s, submitted, &id, &outcome).await?;
-        let Some(choice) = choices.first() else {
-            return Err(internal_error(&id, "no choice"));
+        let (meta, choice, items, loop_messages) = if uses.is_empty() {
+            let submitted = submit(
+                &s,
+                Kind::Chat,
+                &id,
+                translated.chat,
+                started,
+                responses::param_name,
+            )
+            .await?;
+            let (meta, choices) = run_to_end(&s, submitted, &id, &outcome).await?;
+            let Some(choice) = choices.into_iter().next() else {
+                return Err(internal_error(&id, "no choice"));
+            };
+            (meta, choice, Vec::new(), Vec::new())
+        } else {
+            let ran = mcp::run(
+                &s,
+                &id,
+                &outcome,
+                started,
+                translated.chat,
+                &uses,
+                responses::param_name,
+            )
+            .await?;
+            (ran.meta, ran.choice, ran.items, ran.messages)
         };
+        let choice = &choice;
         let response_id = meta.id.replacen("chatcmpl", "resp", 1);
         let mut rendered = responses::render(
             &response_id,
@@ -755,14 +789,21 @@ async fn responses_route<B: Backend>(
         if let Some(note) = &meta.steering {
             rendered["proviso"] = json!({"steering": note.detail});
         }
+        if !items.is_empty() {
+            let mut output = items;
+            output.extend(rendered["output"].as_array().cloned().unwrap_or_default());
+            rendered["output"] = Value::Array(output);
+        }
         if translated.store {
+            let mut input = translated.input;
+            input.extend(loop_messages);
             s.responses
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(
                     response_id,
                     translated.previous,
-                    responses::added(translated.input, choice),
+                    responses::added(input, choice),
                 );
         }
         let mut response = if translated.stream {
@@ -922,6 +963,9 @@ async fn generate<B: Backend>(
         Ok(v) => v,
         Err(response) => return (response, false),
     };
+    if kind == Kind::Chat && mcp::wanted(&value) {
+        return (chat_with_tools(s, id, outcome, value, started).await, false);
+    }
     let submitted = match submit(s, kind, id, value, started, |param| param).await {
         Ok(submitted) => submitted,
         Err(response) => return (response, false),
@@ -978,6 +1022,45 @@ async fn generate<B: Backend>(
         Err(response) => response,
     };
     (response, false)
+}
+
+/// A chat request with `mcp` tools: the server runs their calls between generations and
+/// answers with the final choice, each call listed under `proviso.mcp`.
+async fn chat_with_tools<B: Backend>(
+    s: &Shared<B>,
+    id: &RequestId,
+    outcome: &SharedOutcome,
+    mut value: Value,
+    started: Instant,
+) -> Response {
+    async {
+        if value.get("stream").and_then(Value::as_bool) == Some(true) {
+            return Err(invalid(InvalidRequest::unsupported(
+                "stream",
+                "a chat request with mcp tools is answered whole; stream it on /v1/responses",
+            )));
+        }
+        let Some(tools) = s.config.server_tools.clone() else {
+            return Err(invalid(InvalidRequest::unsupported(
+                "tools",
+                "this server executes no tools: start it with --mcp CONFIG.json",
+            )));
+        };
+        let uses = mcp::prepare(&*tools, &mut value, false)
+            .await
+            .map_err(invalid)?;
+        let ran = mcp::run(s, id, outcome, started, value, &uses, |p| p).await?;
+        let mut body = full_response(&ran.meta, std::slice::from_ref(&ran.choice));
+        body["proviso"] = json!({"mcp": ran.items});
+        if let Some(note) = &ran.meta.steering {
+            body["proviso"]["steering"] = note.detail.clone();
+        }
+        let mut response = Json(body).into_response();
+        steering_header(&mut response, ran.meta.steering.as_ref());
+        Ok(response)
+    }
+    .await
+    .unwrap_or_else(|response: Response| response)
 }
 
 /// Reports what steering decided in the `x-proviso-steering` header.

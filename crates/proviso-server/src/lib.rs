@@ -18,6 +18,7 @@ mod conn;
 mod metrics;
 mod prepare;
 mod responses;
+mod tools;
 pub mod wire;
 
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
@@ -27,3 +28,4 @@ pub use backend::{
     TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker, WorkerError,
 };
 pub use metrics::Metrics;
+pub use tools::{BoxFuture, ServerCall, ServerTool, ServerTools};

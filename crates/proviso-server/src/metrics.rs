@@ -31,6 +31,13 @@ struct DirectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct McpLabels {
+    server: String,
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GateLabels {
     gate: String,
 }
@@ -51,6 +58,7 @@ pub struct Metrics {
     running: Gauge,
     cancelled: Family<ReasonLabels, Counter>,
     refused_connections: Counter,
+    mcp_calls: Family<McpLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -127,6 +135,12 @@ impl Metrics {
                 gate: gate.to_owned(),
             });
         }
+        let mcp_calls = Family::<McpLabels, Counter>::default();
+        registry.register(
+            "mcp_calls",
+            "MCP tool calls the server made or refused, by server, tool and outcome",
+            mcp_calls.clone(),
+        );
         let queued = Gauge::default();
         registry.register(
             "queued_requests",
@@ -170,6 +184,7 @@ impl Metrics {
             running,
             cancelled,
             refused_connections,
+            mcp_calls,
         }
     }
 
@@ -194,6 +209,18 @@ impl Metrics {
         self.cancelled
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one MCP call by its server, tool and outcome (`ok`, `tool_error`,
+    /// `rejected_<gate>`, `approval_requested`, `not_approved` or a failure's kind).
+    pub fn mcp_call(&self, server: &str, tool: &str, outcome: &str) {
+        self.mcp_calls
+            .get_or_create(&McpLabels {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .inc();
     }

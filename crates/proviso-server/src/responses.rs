@@ -158,7 +158,8 @@ pub(crate) fn to_chat(
             }
         }
     }
-    if conversation.is_empty() {
+    // A continuation may bring no new turn (only approval answers, read before this).
+    if conversation.is_empty() && earlier.is_none() {
         return Err(InvalidRequest::new("input", "`input` is required"));
     }
     if let (Some(names), Some(list)) = (&allowed, &mut tools) {
@@ -633,6 +634,43 @@ pub(crate) fn events(response: &Value) -> Vec<(String, Value)> {
             push(
                 "response.content_part.done",
                 json!({"item_id": item_id, "output_index": index, "content_index": 0, "part": item["content"][0]}),
+            );
+        } else if item["type"] == "mcp_call" {
+            started["arguments"] = json!("");
+            started["output"] = Value::Null;
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": started}),
+            );
+            push(
+                "response.mcp_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": item["arguments"]}),
+            );
+            push(
+                "response.mcp_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "arguments": item["arguments"]}),
+            );
+            push(
+                if item["status"] == "failed" {
+                    "response.mcp_call.failed"
+                } else {
+                    "response.mcp_call.completed"
+                },
+                json!({"item_id": item_id, "output_index": index}),
+            );
+        } else if item["type"] == "mcp_list_tools" {
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": started}),
+            );
+            push(
+                "response.mcp_list_tools.completed",
+                json!({"item_id": item_id, "output_index": index}),
+            );
+        } else if item["type"] == "mcp_approval_request" {
+            push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
             );
         } else if item["type"] == "custom_tool_call" {
             started["input"] = json!("");

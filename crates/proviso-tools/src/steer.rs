@@ -456,19 +456,11 @@ pub fn plan(
     }
     // Tools out of the choice: those that failed too often, and under `required`, after a
     // round of results, those that returned one (while another tool remains).
-    let mut out: Vec<String> = registry
-        .names()
-        .into_iter()
-        .filter(|name| {
-            history
-                .calls
-                .iter()
-                .filter(|c| c.name == *name && c.failed)
-                .count()
-                >= limits.max_failures
-        })
-        .map(str::to_owned)
-        .collect();
+    let mut out: Vec<String> = failing_tools(
+        registry,
+        history.calls.iter().map(|c| (c.name.as_str(), c.failed)),
+        limits.max_failures,
+    );
     if *choice == ToolChoice::Required && (answered || out_of_rounds) {
         let returned: Vec<String> = registry
             .names()
@@ -603,6 +595,227 @@ pub fn is_free_text(schema: &Value) -> bool {
             .all(|k| schema.get(k).is_none())
 }
 
+/// The tools of `registry` whose calls failed at least `max_failures` times among `calls`
+/// (each a tool name and whether its result reported a failure): they leave the choice,
+/// so a run does not spend its budget retrying a tool with other knobs.
+#[must_use]
+pub fn failing_tools<'a>(
+    registry: &Registry,
+    calls: impl Iterator<Item = (&'a str, bool)>,
+    max_failures: usize,
+) -> Vec<String> {
+    let mut failures: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (name, failed) in calls {
+        if failed {
+            *failures.entry(name).or_default() += 1;
+        }
+    }
+    registry
+        .names()
+        .into_iter()
+        .filter(|name| failures.get(name).is_some_and(|n| *n >= max_failures))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Words that name an argument holding a locator: a path, a file name, a URI.
+const LOCATOR_WORDS: &[&str] = &[
+    "path", "paths", "file", "files", "filename", "filepath", "uri", "url", "dir",
+    "directory", "folder", "location", "href", "link",
+];
+
+/// Whether the argument `name` holds a locator (a path, a file name, a URI), by the words
+/// of its name: such an argument takes a token the conversation wrote, never a query.
+#[must_use]
+pub fn is_locator(name: &str) -> bool {
+    proviso_contract::lexicon::name_words(name)
+        .iter()
+        .any(|w| LOCATOR_WORDS.contains(&w.as_str()))
+}
+
+/// The locators `text` names, each once, in order: tokens (with the punctuation around
+/// them taken off) that hold a `/`, a scheme (`x://`), or end in a file extension
+/// (`name.ext`, one to five letters or digits after the last dot).
+#[must_use]
+pub fn locators(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for token in text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | ',' | ';')) {
+        let token = token.trim_end_matches(['.', ':', '?', '!']);
+        if token.len() < 3 || token.len() > 300 {
+            continue;
+        }
+        let extension = token.rsplit_once('.').is_some_and(|(stem, ext)| {
+            // `e.g` and `i.e` are abbreviations, not files.
+            stem.len() >= 2
+                && !stem.ends_with('/')
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        });
+        let located = token.contains('/') || token.contains("://") || extension;
+        if located && !out.iter().any(|o| o == token) {
+            out.push(token.to_owned());
+        }
+    }
+    out
+}
+
+/// Holds a tool's arguments object, in the grammar, to the properties it declares
+/// (`additionalProperties: false` where the schema leaves it open): a small model adds
+/// keys of its own otherwise. Only the grammar is narrowed; the gates check the declared
+/// schema, which the narrowed one is a subset of. Returns whether anything changed.
+pub fn declared_only(parameters: &mut Value) -> bool {
+    let Some(map) = parameters.as_object_mut() else {
+        return false;
+    };
+    let open = map.get("additionalProperties").is_none()
+        && map.get("patternProperties").is_none()
+        && map.get("unevaluatedProperties").is_none();
+    // Declared properties, even none (`"properties": {}` is a tool without arguments); a
+    // schema without `properties` declares nothing and is left as it is.
+    let has_properties = map.get("properties").is_some_and(Value::is_object);
+    if open && has_properties {
+        map.insert("additionalProperties".into(), Value::Bool(false));
+        return true;
+    }
+    false
+}
+
+/// Takes out of the grammar the optional number, integer and boolean arguments the request
+/// gives no value for: a number is kept when the request states one, and any of them when
+/// the request names it (a stem of its name). A small model otherwise fills optional knobs
+/// (`head: 1, tail: 1`) that the request never asked for, and the call fails or means
+/// something else. Only the grammar is narrowed; the gates check the declared schema.
+/// Returns whether anything changed.
+pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
+    use proviso_contract::lexicon::{content_stems, name_words, stem};
+    let required: BTreeSet<String> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let stems: BTreeSet<String> = content_stems(asked).into_iter().collect();
+    // The one number reader: the digits of a name, a path or a date state no amount.
+    let states_number = !proviso_contract::lexicon::amounts(asked).is_empty();
+    let Some(Value::Object(properties)) = parameters.get_mut("properties") else {
+        return false;
+    };
+    let before = properties.len();
+    properties.retain(|name, schema| {
+        if required.contains(name) {
+            return true;
+        }
+        let kind = schema.get("type").and_then(Value::as_str).unwrap_or_default();
+        let named = name_words(name).iter().any(|w| stems.contains(&stem(w)));
+        match kind {
+            "number" | "integer" => named || states_number,
+            "boolean" => named,
+            _ => true,
+        }
+    });
+    properties.len() != before
+}
+
+/// A tool's parameters narrowed, in the grammar, to what the conversation supports: the
+/// object closed to its declared properties ([`declared_only`]), optional knobs the request
+/// gives no value for left out ([`unasked_options`]), and each free-text locator argument
+/// (a path, a file name, a URI: [`is_locator`]) held to the locators the conversation
+/// wrote (`located`), when it wrote any. Returns whether anything changed. One policy for
+/// the harness and the server.
+pub fn narrow_parameters(parameters: &mut Value, asked: &str, located: &[String]) -> bool {
+    let mut changed = declared_only(parameters);
+    changed |= unasked_options(parameters, asked);
+    if located.is_empty() {
+        return changed;
+    }
+    if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if is_locator(name) && is_free_text(property) {
+                if let Some(map) = property.as_object_mut() {
+                    map.remove("minLength");
+                    map.remove("maxLength");
+                    map.insert("enum".into(), json!(located));
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}
+
+/// [`narrow_parameters`] over every tool of `registry`, for a conversation whose requests
+/// are `asked` and whose turns (requests and results) are `seen`; `None` when nothing
+/// changes. Only the grammar is narrowed: the gates check the declared schemas.
+#[must_use]
+pub fn narrow_arguments(registry: &Registry, asked: &str, seen: &[&str]) -> Option<Registry> {
+    let mut located: Vec<String> = Vec::new();
+    for text in seen {
+        for locator in locators(text) {
+            if !located.contains(&locator) {
+                located.push(locator);
+            }
+        }
+    }
+    registry.narrowed(|parameters| narrow_parameters(parameters, asked, &located))
+}
+
+/// The tools of `registry` that the question names best, when it has more than
+/// `max_tools`: each tool is scored by the question's content stems its name holds (twice)
+/// and its description holds (once), and the tools with the top score are kept. `None`
+/// when the question names none, or the top tools are all of them: a small model picks
+/// poorly among many tools, and the words of a request are the evidence of which it means.
+#[must_use]
+pub fn named_tools(registry: &Registry, asked: &str, max_tools: usize) -> Option<Registry> {
+    use proviso_contract::lexicon::{content_stems, name_words, stem};
+    if registry.len() <= max_tools {
+        return None;
+    }
+    let mut question: BTreeSet<String> = content_stems(asked).into_iter().collect();
+    // A locator says what it names: a file (it has an extension) or a directory (it ends
+    // with a slash).
+    for locator in locators(asked) {
+        if locator.ends_with('/') {
+            question.insert(stem("directory"));
+        } else if !locator.contains("://") {
+            question.insert(stem("file"));
+        }
+    }
+    // A question asks to know something: among tools it names equally, the reads.
+    let asks = asked.trim_end().ends_with('?');
+    let scores: Vec<usize> = registry
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec();
+            let name: BTreeSet<String> = name_words(spec.name())
+                .iter()
+                .filter(|w| !is_function_word(w))
+                .map(|w| stem(w))
+                .collect();
+            let description: BTreeSet<String> =
+                content_stems(spec.description()).into_iter().collect();
+            let reads = asks && spec.class() == proviso_contract::IntentClass::Read;
+            2 * name.intersection(&question).count()
+                + description.intersection(&question).count()
+                + usize::from(reads)
+        })
+        .collect();
+    let top = scores.iter().copied().max().unwrap_or(0);
+    // Being a read is a tie-break, not a reason on its own.
+    if top <= usize::from(asks) {
+        return None;
+    }
+    let kept: Vec<crate::ToolSpec> = registry
+        .iter()
+        .zip(&scores)
+        .filter(|(_, s)| **s == top)
+        .map(|(t, _)| t.spec().clone())
+        .collect();
+    if kept.len() == registry.len() {
+        return None;
+    }
+    Registry::new(kept).ok()
+}
+
 /// The registry with each tool's required free-text arguments held to runs of at most
 /// `max_words` content words of `asked` (the user's turns): a lookup's values come from the
 /// request, as [`crate::provenance::ground_numbers`] holds its numbers. `None` when no
@@ -638,6 +851,66 @@ pub fn ground_strings(registry: &Registry, asked: &str, max_words: usize) -> Opt
         }
         changed
     })
+}
+
+#[cfg(test)]
+mod locator_tests {
+    use super::*;
+
+    #[test]
+    fn locators_are_paths_uris_and_file_names() {
+        assert_eq!(
+            locators("According to /srv/docs/boiler.txt, when? See notes.md or https://x.invalid/a."),
+            ["/srv/docs/boiler.txt", "notes.md", "https://x.invalid/a"]
+        );
+        assert!(locators("It cost 3.50 in 2024. Then e.g. nothing").is_empty());
+        assert!(is_locator("path") && is_locator("filePath") && is_locator("source_url"));
+        assert!(!is_locator("query") && !is_locator("pathos_level"));
+    }
+
+    #[test]
+    fn unasked_options_leave_the_grammar() {
+        let mut parameters = json!({"type": "object", "required": ["path"], "properties": {
+            "path": {"type": "string"}, "head": {"type": "integer"}, "tail": {"type": "number"},
+            "recursive": {"type": "boolean"}, "encoding": {"type": "string"}}});
+        assert!(unasked_options(&mut parameters, "Read /srv/run-15430/a.txt"));
+        let kept: Vec<&String> = parameters["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(kept, ["path", "encoding"]);
+        let mut parameters = json!({"type": "object", "properties": {
+            "head": {"type": "integer"}, "recursive": {"type": "boolean"}}});
+        assert!(!unasked_options(&mut parameters, "the first 5 lines, recursively"));
+    }
+
+    #[test]
+    fn declared_only_closes_open_objects() {
+        let mut open = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        assert!(declared_only(&mut open));
+        assert_eq!(open["additionalProperties"], false);
+        let mut closed = json!({"type": "object", "properties": {"a": {}}, "additionalProperties": {"type": "integer"}});
+        assert!(!declared_only(&mut closed));
+        let mut none = json!({"type": "object", "properties": {}});
+        assert!(declared_only(&mut none));
+        let mut undeclared = json!({"type": "object"});
+        assert!(!declared_only(&mut undeclared));
+    }
+
+    #[test]
+    fn named_tools_keeps_the_tools_a_request_names() {
+        let spec = |name: &str, description: &str| {
+            crate::ToolSpec::new(name, description, proviso_contract::IntentClass::Read, json!({"type": "object"}))
+        };
+        let registry = Registry::new(vec![
+            spec("fs__read_text_file", "Read a file as text."),
+            spec("fs__list_directory", "List a directory."),
+            spec("fs__search_files", "Search for files by name."),
+            spec("fs__get_file_info", "Metadata of a file."),
+        ])
+        .unwrap();
+        let kept = named_tools(&registry, "Read /srv/a.txt: when was it serviced?", 3).unwrap();
+        assert_eq!(kept.names(), ["fs__read_text_file"]);
+        assert!(named_tools(&registry, "When was the boiler serviced?", 3).is_none());
+        assert!(named_tools(&registry, "Read it", 4).is_none());
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,12 @@ pub struct ServerConfig {
     pub responses_bytes: usize,
     /// How long a response is kept.
     pub responses_age: Duration,
+    /// Tools the server executes itself (`proviso serve --mcp`), offered to requests that
+    /// name their label in an `mcp` tool.
+    pub server_tools: Option<Arc<dyn crate::ServerTools>>,
+    /// Most rounds of server-executed calls one request may run before its next response
+    /// must answer.
+    pub max_tool_rounds: usize,
 }
 
 impl ServerConfig {
@@ -177,6 +183,20 @@ impl ServerConfig {
         self
     }
 
+    /// Sets [`ServerConfig::server_tools`].
+    #[must_use]
+    pub fn server_tools(mut self, tools: Arc<dyn crate::ServerTools>) -> Self {
+        self.server_tools = Some(tools);
+        self
+    }
+
+    /// Sets [`ServerConfig::max_tool_rounds`].
+    #[must_use]
+    pub fn max_tool_rounds(mut self, rounds: usize) -> Self {
+        self.max_tool_rounds = rounds;
+        self
+    }
+
     /// Sets [`ServerConfig::responses_age`].
     #[must_use]
     pub fn responses_age(mut self, responses_age: Duration) -> Self {
@@ -232,6 +252,8 @@ impl Default for ServerConfig {
             responses_kept: 256,
             responses_bytes: 64 * 1024 * 1024,
             responses_age: Duration::from_secs(3600),
+            server_tools: None,
+            max_tool_rounds: 4,
         }
     }
 }
