@@ -126,10 +126,18 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
         let declared = Toolset::declare(&connected, &listing, &policy);
         let mut stderr = std::io::stderr().lock();
         for failure in &listing.failures {
-            writeln!(stderr, "proviso agent: MCP server `{}` left out: {}", failure.server, failure.error)?;
+            writeln!(
+                stderr,
+                "proviso agent: MCP server `{}` left out: {}",
+                failure.server, failure.error
+            )?;
         }
         for refused in &declared.refused {
-            writeln!(stderr, "proviso agent: MCP tool `{}` refused: {}", refused.tool, refused.reason)?;
+            writeln!(
+                stderr,
+                "proviso agent: MCP tool `{}` refused: {}",
+                refused.tool, refused.reason
+            )?;
         }
         if declared.specs.is_empty() && base.is_none() {
             connected.shutdown();
@@ -144,7 +152,13 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
         (None, Some(_)) => "mcp",
         _ => "docs",
     };
-    let result = execute(&agent, &args.question, name, CallFormat::Envelope, &args.run);
+    let result = execute(
+        &agent,
+        &args.question,
+        name,
+        CallFormat::Envelope,
+        &args.run,
+    );
     if let Some(hub) = hub {
         hub.shutdown();
     }

@@ -205,8 +205,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<ExitCode> {
                 Some(path) => proviso_mcp::ToolPolicy::load(path)?,
                 None => proviso_mcp::ToolPolicy::default(),
             };
-            let limits =
-                proviso_mcp::Limits::default().max_result_bytes(args.mcp_max_result_bytes);
+            let limits = proviso_mcp::Limits::default().max_result_bytes(args.mcp_max_result_bytes);
             // Servers start when a request first names one of them.
             let service = proviso_mcp::Service::new(config, policy, limits)?;
             server.server_tools(Arc::new(service))

@@ -22,7 +22,11 @@ fn filesystem_server() -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
         "../../target/mcp-npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
     );
-    assert!(path.exists(), "{} is missing: run `scripts/setup --tests`", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `scripts/setup --tests`",
+        path.display()
+    );
     path
 }
 
@@ -44,11 +48,13 @@ fn the_agent_answers_from_a_file_the_filesystem_server_serves() {
         .toolset
         .bind(Toolbox::new(), &declared.specs)
         .unwrap();
-    let agent =
-        proviso_demo::own_agent(None, toolbox, ToolPolicy::default().policy).unwrap();
+    let agent = proviso_demo::own_agent(None, toolbox, ToolPolicy::default().policy).unwrap();
     let path = file.display();
     let cases = [
-        (format!("Read {path}: when was the boiler serviced?"), Some("3 March 2026")),
+        (
+            format!("Read {path}: when was the boiler serviced?"),
+            Some("3 March 2026"),
+        ),
         (
             format!("What was replaced during the March service, according to {path}?"),
             Some("pressure relief valve"),

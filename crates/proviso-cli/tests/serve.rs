@@ -808,6 +808,86 @@ fn the_openai_python_client() {
     run_client_script("openai_client.py", &pylib, &server);
 }
 
+/// Server-executed MCP tools (`serve --mcp`) through the openai Python client: the
+/// filesystem server (npm) and the time server (PyPI), installed by `scripts/setup --tests`.
+/// The Responses API's `mcp` tool with and without approval, a declined approval, the time
+/// server's schema-valid call, streamed MCP events, a write refused at the permission gate
+/// with the file system untouched, and the chat extension; `/metrics` counts the calls.
+#[test]
+fn mcp_tools_through_the_openai_client() {
+    let _serial = serial();
+    let pylib = python_packages(
+        "PROVISO_PYAGENTS",
+        "target/pyagents",
+        "openai",
+        "the openai client is",
+    );
+    let filesystem = root()
+        .join("target/mcp-npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let pymcp = root().join("target/pymcp");
+    assert!(
+        filesystem.exists() && pymcp.exists(),
+        "the MCP servers are missing: run `scripts/setup --tests`"
+    );
+    let dir = std::env::temp_dir().join(format!("proviso-serve-mcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        dir.join("boiler.txt"),
+        "Boiler maintenance log\nThe boiler in the east wing was serviced on 3 March 2026 by Calder Heating.\nThe next service is due in September 2026.\n",
+    )
+    .unwrap();
+    let config = dir.join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {
+            "fs": {"command": "node", "args": [filesystem, dir]},
+            "time": {"command": "python3", "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+                "env": {"PYTHONPATH": pymcp}}}})
+        .to_string(),
+    )
+    .unwrap();
+    // The configuration sits in the served directory: it must not be read as a document.
+    std::fs::rename(
+        &config,
+        std::env::temp_dir().join(format!("proviso-serve-mcp-{}.json", std::process::id())),
+    )
+    .unwrap();
+    let config =
+        std::env::temp_dir().join(format!("proviso-serve-mcp-{}.json", std::process::id()));
+    let server = Server::start(&["--parallel", "1", "--mcp", config.to_str().unwrap()]);
+    let out = Command::new("python3")
+        .arg(root().join("crates/proviso-cli/tests/mcp_server.py"))
+        .arg(&server.base)
+        .arg(&dir)
+        .env("PYTHONPATH", &pylib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("all ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metrics = ureq::get(&format!("{}/metrics", server.base))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    for needle in [
+        "proviso_mcp_calls_total{server=\"fs\",tool=\"read_text_file\",outcome=\"ok\"}",
+        "outcome=\"approval_requested\"",
+        "outcome=\"not_approved\"",
+        "outcome=\"rejected_permission\"",
+        "proviso_mcp_calls_total{server=\"time\",tool=\"get_current_time\",outcome=\"ok\"}",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from\n{metrics}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&config).ok();
+}
+
 /// A fake OpenAI-compatible upstream on axum: every generation request's body is recorded
 /// and answered with what `respond` makes of it (given whether it was a chat completion).
 struct FakeUpstream {

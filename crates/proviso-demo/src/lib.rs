@@ -237,9 +237,10 @@ pub fn own_agent(
             "upper": "/line_end", "code": "reversed_line_range"}],
         "evidence": {"citations": "/citations", "claims": [{"text": "/answer"}]}
     });
-    let store = docs
-        .as_ref()
-        .map_or_else(|| Arc::new(proviso_contract::SourceStore::new()), |d| d.store().clone());
+    let store = docs.as_ref().map_or_else(
+        || Arc::new(proviso_contract::SourceStore::new()),
+        |d| d.store().clone(),
+    );
     let contract = Arc::new(
         proviso_contract::Contract::from_document(&document)?
             .sources(store)
@@ -251,7 +252,11 @@ pub fn own_agent(
         .filter(|t| t.spec().class() == IntentClass::Read)
         .map(|t| t.spec().name().to_owned())
         .collect();
-    let read_tools: Vec<&str> = if docs.is_some() { vec!["read_doc"] } else { Vec::new() };
+    let read_tools: Vec<&str> = if docs.is_some() {
+        vec!["read_doc"]
+    } else {
+        Vec::new()
+    };
     let mut policy = policy;
     if policy.budget == Budget::default() {
         policy.budget = demo_policy(format).budget;

@@ -56,7 +56,11 @@ fn cite_result(done: &mut ExecutedCall, index: usize, store: &mut SourceStore) -
     }
     let source_id = format!("{}#{index}", done.call.name());
     let document = SourceDocument::new(&source_id, "v1", true, &text);
-    let total = document.lines().iter().filter(|l| !l.trim().is_empty()).count();
+    let total = document
+        .lines()
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .count();
     let lines: Vec<Value> = document
         .lines()
         .iter()
@@ -72,10 +76,7 @@ fn cite_result(done: &mut ExecutedCall, index: usize, store: &mut SourceStore) -
     cited.insert("source_id".into(), Value::from(source_id));
     cited.insert("version".into(), Value::from("v1"));
     if total > lines.len() {
-        cited.insert(
-            "lines_not_shown".into(),
-            Value::from(total - lines.len()),
-        );
+        cited.insert("lines_not_shown".into(), Value::from(total - lines.len()));
     }
     cited.insert("lines".into(), Value::Array(lines));
     cited.extend(rest);
@@ -1059,11 +1060,9 @@ impl Agent {
         plan.choice = steer::choice_name(&choice);
         options.choice = choice.clone();
         if !matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
-            if let (Some(contract), Some(answer), Some(candidates)) = (
-                contract,
-                &self.config.grammar.answer,
-                &candidates,
-            ) {
+            if let (Some(contract), Some(answer), Some(candidates)) =
+                (contract, &self.config.grammar.answer, &candidates)
+            {
                 if let Some(grounded) = steer::grounded_answer(answer, contract, candidates) {
                     plan.citable_lines = Some(candidates.len());
                     options.answer = Some(grounded);

@@ -150,7 +150,12 @@ pub fn steered(
         .collect();
     let seen: Vec<&str> = messages
         .iter()
-        .filter(|m| matches!(m.role, proviso_contract::Role::User | proviso_contract::Role::Tool))
+        .filter(|m| {
+            matches!(
+                m.role,
+                proviso_contract::Role::User | proviso_contract::Role::Tool
+            )
+        })
         .map(|m| m.content.as_str())
         .collect();
     if let Some(narrowed) = steer::narrow_arguments(&steered.registry, &asked.join("\n"), &seen) {

@@ -173,10 +173,10 @@ impl Service {
     /// Gates one call and, when every gate passes, sends it to its server.
     pub async fn call(&self, name: &str, arguments: &Value, usage: &Usage) -> CallRecord {
         let catalog = self.catalog().await;
-        let (server, tool) = catalog
-            .toolset
-            .route(name)
-            .map_or_else(|| (String::new(), name.to_owned()), |(s, t)| (s.to_owned(), t.to_owned()));
+        let (server, tool) = catalog.toolset.route(name).map_or_else(
+            || (String::new(), name.to_owned()),
+            |(s, t)| (s.to_owned(), t.to_owned()),
+        );
         let gated = match catalog.admit(name, arguments, usage) {
             Ok(gated) => gated,
             Err(rejection) => {
@@ -193,10 +193,7 @@ impl Service {
             }
         };
         let started = Instant::now();
-        let result = self
-            .hub
-            .call_async(&server, &tool, gated.arguments())
-            .await;
+        let result = self.hub.call_async(&server, &tool, gated.arguments()).await;
         let outcome = match result {
             Ok(result) => CallOutcome::Returned { result },
             Err(error) => CallOutcome::Failed {
@@ -219,7 +216,11 @@ impl Catalog {
     pub fn specs_of(&self, server: &str) -> Vec<&ToolSpec> {
         self.specs
             .iter()
-            .filter(|s| self.toolset.route(s.name()).is_some_and(|(srv, _)| srv == server))
+            .filter(|s| {
+                self.toolset
+                    .route(s.name())
+                    .is_some_and(|(srv, _)| srv == server)
+            })
             .collect()
     }
 
@@ -263,7 +264,12 @@ impl Catalog {
     /// # Errors
     ///
     /// The first gate the call fails.
-    pub fn admit(&self, name: &str, arguments: &Value, usage: &Usage) -> Result<GatedCall, Rejection> {
+    pub fn admit(
+        &self,
+        name: &str,
+        arguments: &Value,
+        usage: &Usage,
+    ) -> Result<GatedCall, Rejection> {
         let proposal = Proposal {
             calls: vec![ProposedCall {
                 name: name.to_owned(),
@@ -349,8 +355,12 @@ impl proviso_server::ServerTools for Service {
                 CallOutcome::Returned { result } => call.error(serde_json::json!({
                     "type": "mcp_tool_execution_error",
                     "content": result.content})),
+                // The Responses API's protocol error, naming the gate: the call was never
+                // sent.
                 CallOutcome::Rejected { gate, code, message } => call.error(serde_json::json!({
-                    "type": "gate_rejection", "gate": gate, "code": code, "message": message})),
+                    "type": "mcp_protocol_error", "code": -32003,
+                    "message": format!("refused at the {gate} gate ({code}): {message}"),
+                    "gate": gate, "rejection": code})),
                 CallOutcome::Failed { kind, message } => call.error(serde_json::json!({
                     "type": "mcp_protocol_error", "code": -32000, "kind": kind, "message": message})),
             }

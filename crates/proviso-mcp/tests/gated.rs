@@ -143,7 +143,10 @@ fn a_grant_inside_one_directory_allows_exactly_that() {
         &dir,
         &policy,
         vec![
-            call("fs__write_file", json!({"path": allowed, "content": "kept"})),
+            call(
+                "fs__write_file",
+                json!({"path": allowed, "content": "kept"}),
+            ),
             call("fs__write_file", json!({"path": outside, "content": "no"})),
             call("fs__write_file", json!({"path": sneaky, "content": "no"})),
             answer(),
@@ -155,6 +158,10 @@ fn a_grant_inside_one_directory_allows_exactly_that() {
     assert!(!outside.exists());
     assert!(!dir.join("sneaky.txt").exists());
     assert_eq!(report.rejections.get(Gate::Policy.as_str()), Some(&2));
-    assert!(matches!(report.end, RunEnd::FinalAnswer { .. }), "{:?}", report.end);
+    assert!(
+        matches!(report.end, RunEnd::FinalAnswer { .. }),
+        "{:?}",
+        report.end
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -78,8 +78,9 @@ pub struct ServerCall {
     pub text: String,
     /// The output, when the tool returned one.
     pub output: Option<String>,
-    /// The error, in the Responses API's form (`{"type": "mcp_tool_execution_error", …}`,
-    /// `mcp_protocol_error`, or proviso's `gate_rejection`), when there is one.
+    /// The error, in the Responses API's form (`{"type": "mcp_tool_execution_error", …}`
+    /// or `mcp_protocol_error`, which also reports a call a gate refused), when there is
+    /// one.
     pub error: Option<Value>,
     /// How long the tool took, in milliseconds.
     pub duration_ms: u64,
@@ -130,6 +131,10 @@ pub trait ServerTools: Send + Sync + 'static {
 
     /// Gates `name` with `arguments` (as the `calls`-th tool call of its conversation, for
     /// the budget) and, when every gate passes, executes it.
-    fn call<'a>(&'a self, name: &'a str, arguments: &'a Value, calls: u64)
-        -> BoxFuture<'a, ServerCall>;
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a Value,
+        calls: u64,
+    ) -> BoxFuture<'a, ServerCall>;
 }

@@ -620,8 +620,20 @@ pub fn failing_tools<'a>(
 
 /// Words that name an argument holding a locator: a path, a file name, a URI.
 const LOCATOR_WORDS: &[&str] = &[
-    "path", "paths", "file", "files", "filename", "filepath", "uri", "url", "dir",
-    "directory", "folder", "location", "href", "link",
+    "path",
+    "paths",
+    "file",
+    "files",
+    "filename",
+    "filepath",
+    "uri",
+    "url",
+    "dir",
+    "directory",
+    "folder",
+    "location",
+    "href",
+    "link",
 ];
 
 /// Whether the argument `name` holds a locator (a path, a file name, a URI), by the words
@@ -639,7 +651,13 @@ pub fn is_locator(name: &str) -> bool {
 #[must_use]
 pub fn locators(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for token in text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | ',' | ';')) {
+    for token in text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | ',' | ';'
+            )
+    }) {
         let token = token.trim_end_matches(['.', ':', '?', '!']);
         if token.len() < 3 || token.len() > 300 {
             continue;
@@ -692,7 +710,12 @@ pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
     let required: BTreeSet<String> = parameters
         .get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     let stems: BTreeSet<String> = content_stems(asked).into_iter().collect();
     // The one number reader: the digits of a name, a path or a date state no amount.
@@ -705,7 +728,10 @@ pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
         if required.contains(name) {
             return true;
         }
-        let kind = schema.get("type").and_then(Value::as_str).unwrap_or_default();
+        let kind = schema
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let named = name_words(name).iter().any(|w| stems.contains(&stem(w)));
         match kind {
             "number" | "integer" => named || states_number,
@@ -860,7 +886,9 @@ mod locator_tests {
     #[test]
     fn locators_are_paths_uris_and_file_names() {
         assert_eq!(
-            locators("According to /srv/docs/boiler.txt, when? See notes.md or https://x.invalid/a."),
+            locators(
+                "According to /srv/docs/boiler.txt, when? See notes.md or https://x.invalid/a."
+            ),
             ["/srv/docs/boiler.txt", "notes.md", "https://x.invalid/a"]
         );
         assert!(locators("It cost 3.50 in 2024. Then e.g. nothing").is_empty());
@@ -873,12 +901,22 @@ mod locator_tests {
         let mut parameters = json!({"type": "object", "required": ["path"], "properties": {
             "path": {"type": "string"}, "head": {"type": "integer"}, "tail": {"type": "number"},
             "recursive": {"type": "boolean"}, "encoding": {"type": "string"}}});
-        assert!(unasked_options(&mut parameters, "Read /srv/run-15430/a.txt"));
-        let kept: Vec<&String> = parameters["properties"].as_object().unwrap().keys().collect();
+        assert!(unasked_options(
+            &mut parameters,
+            "Read /srv/run-15430/a.txt"
+        ));
+        let kept: Vec<&String> = parameters["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
         assert_eq!(kept, ["path", "encoding"]);
         let mut parameters = json!({"type": "object", "properties": {
             "head": {"type": "integer"}, "recursive": {"type": "boolean"}}});
-        assert!(!unasked_options(&mut parameters, "the first 5 lines, recursively"));
+        assert!(!unasked_options(
+            &mut parameters,
+            "the first 5 lines, recursively"
+        ));
     }
 
     #[test]
@@ -897,7 +935,12 @@ mod locator_tests {
     #[test]
     fn named_tools_keeps_the_tools_a_request_names() {
         let spec = |name: &str, description: &str| {
-            crate::ToolSpec::new(name, description, proviso_contract::IntentClass::Read, json!({"type": "object"}))
+            crate::ToolSpec::new(
+                name,
+                description,
+                proviso_contract::IntentClass::Read,
+                json!({"type": "object"}),
+            )
         };
         let registry = Registry::new(vec![
             spec("fs__read_text_file", "Read a file as text."),

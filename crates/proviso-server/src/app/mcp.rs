@@ -40,7 +40,10 @@ impl Filter {
             match key.as_str() {
                 "tool_names" => {
                     let items = v.as_array().ok_or_else(|| {
-                        InvalidRequest::new(format!("{param}.tool_names"), "must be a list of names")
+                        InvalidRequest::new(
+                            format!("{param}.tool_names"),
+                            "must be a list of names",
+                        )
                     })?;
                     filter.names = Some(strings(items, &format!("{param}.tool_names"))?);
                 }
@@ -143,14 +146,20 @@ pub(super) fn wanted(body: &Value) -> bool {
     let tool = body
         .get("tools")
         .and_then(Value::as_array)
-        .is_some_and(|t| t.iter().any(|t| t.get("type").and_then(Value::as_str) == Some("mcp")));
-    let item = body.get("input").and_then(Value::as_array).is_some_and(|items| {
-        items.iter().any(|i| {
-            i.get("type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| t.starts_with("mcp_"))
-        })
-    });
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.get("type").and_then(Value::as_str) == Some("mcp"))
+        });
+    let item = body
+        .get("input")
+        .and_then(Value::as_array)
+        .is_some_and(|items| {
+            items.iter().any(|i| {
+                i.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.starts_with("mcp_"))
+            })
+        });
     tool || item
 }
 
@@ -179,9 +188,16 @@ pub(super) async fn prepare(
         let param = format!("tools[{i}]");
         let mut label = None;
         let mut allowed = None;
-        let mut approval = if responses { Approval::Always } else { Approval::Never };
+        let mut approval = if responses {
+            Approval::Always
+        } else {
+            Approval::Never
+        };
         let Some(map) = tool.as_object() else {
-            return Err(InvalidRequest::new(param, "an `mcp` tool must be an object"));
+            return Err(InvalidRequest::new(
+                param,
+                "an `mcp` tool must be an object",
+            ));
         };
         for (key, value) in map {
             if value.is_null() {
@@ -315,7 +331,9 @@ pub(super) async fn prepare(
         .filter(|i| i.get("type").and_then(Value::as_str) == Some("mcp_list_tools"))
         .filter_map(|i| i.get("server_label").and_then(Value::as_str))
         .collect();
-    let continues = body.get("previous_response_id").is_some_and(|v| !v.is_null());
+    let continues = body
+        .get("previous_response_id")
+        .is_some_and(|v| !v.is_null());
     uses.list_labels = uses
         .uses
         .iter()
@@ -337,7 +355,12 @@ pub(super) async fn prepare(
             item.get(key)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .ok_or_else(|| InvalidRequest::new(format!("{param}.{key}"), format!("`{key}` must be a string")))
+                .ok_or_else(|| {
+                    InvalidRequest::new(
+                        format!("{param}.{key}"),
+                        format!("`{key}` must be a string"),
+                    )
+                })
         };
         match item.get("type").and_then(Value::as_str) {
             Some("mcp_list_tools") => {}
@@ -352,24 +375,40 @@ pub(super) async fn prepare(
                 let id = text("id")?;
                 // An executed call's id is `mcp_<call id>`; a pending one's is the call id.
                 let call_id = id.strip_prefix("mcp_").unwrap_or(&id).to_owned();
-                rewritten.push(json!({"type": "function_call", "call_id": call_id, "name": name,
-                    "arguments": text("arguments")?}));
+                rewritten.push(
+                    json!({"type": "function_call", "call_id": call_id, "name": name,
+                    "arguments": text("arguments")?}),
+                );
                 if kind == "mcp_call" {
                     let output = item
                         .get("output")
                         .and_then(Value::as_str)
                         .map(str::to_owned)
-                        .or_else(|| item.get("error").filter(|e| !e.is_null()).map(|e| format!("Error: {e}")))
+                        .or_else(|| {
+                            item.get("error")
+                                .filter(|e| !e.is_null())
+                                .map(|e| format!("Error: {e}"))
+                        })
                         .unwrap_or_default();
                     rewritten.push(json!({"type": "function_call_output", "call_id": call_id, "output": output}));
                 }
             }
             Some("mcp_approval_response") => {
-                let approve = item.get("approve").and_then(Value::as_bool).ok_or_else(|| {
-                    InvalidRequest::new(format!("{param}.approve"), "`approve` must be a boolean")
-                })?;
-                let reason = item.get("reason").and_then(Value::as_str).map(str::to_owned);
-                uses.answers.push((text("approval_request_id")?, approve, reason));
+                let approve = item
+                    .get("approve")
+                    .and_then(Value::as_bool)
+                    .ok_or_else(|| {
+                        InvalidRequest::new(
+                            format!("{param}.approve"),
+                            "`approve` must be a boolean",
+                        )
+                    })?;
+                let reason = item
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                uses.answers
+                    .push((text("approval_request_id")?, approve, reason));
             }
             _ => rewritten.push(item),
         }
@@ -416,11 +455,15 @@ pub(super) async fn run<B: Backend>(
             .tools
             .iter()
             .filter(|(t, _)| &t.label == label)
-            .map(|(t, _)| json!({"name": t.tool, "description": t.description,
-                "input_schema": t.parameters, "annotations": t.annotations}))
+            .map(|(t, _)| {
+                json!({"name": t.tool, "description": t.description,
+                "input_schema": t.parameters, "annotations": t.annotations})
+            })
             .collect();
-        items.push(json!({"type": "mcp_list_tools", "id": format!("mcpl_{}", new_id("l")),
-            "server_label": label, "tools": listed, "error": null}));
+        items.push(
+            json!({"type": "mcp_list_tools", "id": format!("mcpl_{}", new_id("l")),
+            "server_label": label, "tools": listed, "error": null}),
+        );
     }
     let mut added: Vec<Value> = Vec::new();
     let mut calls_made = calls_in(&chat);
@@ -447,7 +490,13 @@ pub(super) async fn run<B: Backend>(
             let call = tools.call(&name, &parsed, calls_made).await;
             s.metrics.mcp_call(&tool.label, &tool.tool, &call.outcome);
             tracing::info!(request_id = %id.0, server = %tool.label, tool = %tool.tool, outcome = %call.outcome, duration_ms = call.duration_ms, "mcp call (approved)");
-            items.push(call_item(tool, request_id, &arguments, &call, Some(request_id)));
+            items.push(call_item(
+                tool,
+                request_id,
+                &arguments,
+                &call,
+                Some(request_id),
+            ));
             match &call.output {
                 Some(output) if call.error.is_none() => approved_outputs.push(output.clone()),
                 _ => approved_ok = false,
@@ -458,12 +507,23 @@ pub(super) async fn run<B: Backend>(
             s.metrics.mcp_call(&tool.label, &tool.tool, "not_approved");
             format!(
                 "Error: the user did not approve this call{}",
-                reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             )
         };
         let message = json!({"role": "tool", "tool_call_id": request_id, "content": content});
         push_message(&mut chat, message.clone());
         added.push(message);
+    }
+    // Each generation of the loop is bounded, so that rounds of calls fit the request's
+    // time: a small model's text can run on for thousands of tokens. A request's own
+    // `max_tokens` (`max_output_tokens`) applies instead when it gives one.
+    if let Some(map) = chat.as_object_mut() {
+        if !map.contains_key("max_tokens") && !map.contains_key("max_completion_tokens") {
+            map.insert("max_tokens".into(), json!(LOOP_MAX_TOKENS));
+        }
     }
     let rounds = s.config.max_tool_rounds;
     // Under `auto`, before any call of this turn, the first response must call one of the
@@ -503,12 +563,18 @@ pub(super) async fn run<B: Backend>(
         let Some(mut choice) = choices.into_iter().next() else {
             return Err(internal_error(id, "no choice"));
         };
-        let (ours, theirs): (Vec<ToolCallOut>, Vec<ToolCallOut>) = std::mem::take(&mut choice.tool_calls)
-            .into_iter()
-            .partition(|c| uses.tool(&c.name).is_some());
+        let (ours, theirs): (Vec<ToolCallOut>, Vec<ToolCallOut>) =
+            std::mem::take(&mut choice.tool_calls)
+                .into_iter()
+                .partition(|c| uses.tool(&c.name).is_some());
         choice.tool_calls = theirs;
         if ours.is_empty() {
-            return Ok(Ran { meta, choice, items, messages: added });
+            return Ok(Ran {
+                meta,
+                choice,
+                items,
+                messages: added,
+            });
         }
         round += 1;
         let calls: Vec<Value> = ours
@@ -528,7 +594,8 @@ pub(super) async fn run<B: Backend>(
             };
             if approval.needed(tool) {
                 waiting = true;
-                s.metrics.mcp_call(&tool.label, &tool.tool, "approval_requested");
+                s.metrics
+                    .mcp_call(&tool.label, &tool.tool, "approval_requested");
                 items.push(json!({"type": "mcp_approval_request", "id": call.id,
                     "server_label": tool.label, "name": tool.tool, "arguments": call.arguments}));
                 continue;
@@ -552,13 +619,21 @@ pub(super) async fn run<B: Backend>(
             if choice.tool_calls.is_empty() {
                 choice.content = None;
             }
-            return Ok(Ran { meta, choice, items, messages: added });
+            return Ok(Ran {
+                meta,
+                choice,
+                items,
+                messages: added,
+            });
         }
         if steering && round_ok {
             ground_answer(&mut chat, &outputs);
         }
     }
 }
+
+/// Most tokens one generation of the loop may write when the request sets no limit.
+const LOOP_MAX_TOKENS: u64 = 512;
 
 /// Most result lines a grounded answer chooses among: a small model chooses better among
 /// a few.
@@ -655,7 +730,10 @@ fn called_this_turn(chat: &Value) -> bool {
     let Some(messages) = chat.get("messages").and_then(Value::as_array) else {
         return false;
     };
-    let start = messages.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
+    let start = messages
+        .iter()
+        .rposition(|m| m["role"] == "user")
+        .unwrap_or(0);
     messages[start..].iter().any(|m| m["role"] == "tool")
 }
 
@@ -663,7 +741,9 @@ fn called_this_turn(chat: &Value) -> bool {
 fn calls_in(chat: &Value) -> u64 {
     chat.get("messages")
         .and_then(Value::as_array)
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count() as u64)
+        .map_or(0, |m| {
+            m.iter().filter(|m| m["role"] == "tool").count() as u64
+        })
 }
 
 /// The call `id` of the conversation that has no result yet: its name and arguments.
