@@ -718,7 +718,7 @@ async fn responses_route<B: Backend>(
         let uses = match (&s.config.server_tools, mcp::wanted(&value)) {
             (Some(tools), true) => mcp::prepare(&**tools, &mut rewritten, true)
                 .await
-                .map_err(|e| invalid(e))?,
+                .map_err(invalid)?,
             (None, true) => {
                 return Err(invalid(InvalidRequest::unsupported(
                     "tools",

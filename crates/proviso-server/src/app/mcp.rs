@@ -67,7 +67,7 @@ impl Filter {
     fn matches(&self, tool: &ServerTool) -> bool {
         self.names
             .as_ref()
-            .is_none_or(|names| names.iter().any(|n| *n == tool.tool))
+            .is_none_or(|names| names.contains(&tool.tool))
             && self.read_only.is_none_or(|r| r == tool.read_only)
     }
 }
@@ -697,7 +697,7 @@ fn answer_lines(asked: &str, outputs: &[String], keep: usize) -> Vec<String> {
     // subject) is not offered beside the one that states what was asked.
     let top = scored.iter().map(|s| s.0).max().unwrap_or(0);
     scored.retain(|s| s.0 == top);
-    scored.sort_by(|a, b| a.1.cmp(&b.1));
+    scored.sort_by_key(|s| s.1);
     scored
         .into_iter()
         .take(keep)
