@@ -11,7 +11,8 @@ Checks, on /v1/responses:
 - streaming carries the MCP items as their events;
 - a write refused by the default policy is an `mcp_call` with a gate error, the file system
   untouched;
-and on /v1/chat/completions (proviso's extension): the calls under `proviso.mcp`.
+on /v1/chat/completions (proviso's extension): the calls under `proviso.mcp`; and
+openai-agents' HostedMCPTool, with and without approval (its `on_approval_request`).
 
 Usage: mcp_server.py BASE_URL DIR (DIR holds boiler.txt, served by the filesystem server)
 """
@@ -119,4 +120,30 @@ made = [i for i in body["proviso"]["mcp"] if i["type"] == "mcp_call"]
 assert made and FACT in made[0]["output"], body["proviso"]
 assert FACT in chat.choices[0].message.content, chat.choices[0].message.content
 passed("chat")
+
+# openai-agents' HostedMCPTool runs the same `mcp` tool through its Responses model, and
+# answers an approval request with its `on_approval_request` callback.
+from agents import Agent, HostedMCPTool, OpenAIResponsesModel, Runner, set_tracing_disabled
+from openai import AsyncOpenAI
+
+set_tracing_disabled(True)
+model = OpenAIResponsesModel(model=MODEL, openai_client=AsyncOpenAI(base_url=BASE, api_key="unused"))
+asked = []
+
+
+def approve(request):
+    asked.append(request.data.name)
+    return {"approve": True}
+
+
+for approval in ("never", "always"):
+    agent = Agent(name="reader", instructions="Answer from the file.", model=model, tools=[
+        HostedMCPTool(tool_config={"type": "mcp", "server_label": "fs", "allowed_tools": ["read_text_file"],
+                                   "require_approval": approval}, on_approval_request=approve)])
+    result = Runner.run_sync(agent, QUESTION)
+    assert FACT in str(result.final_output), result.final_output
+    names = [type(item).__name__ for item in result.new_items]
+    assert "ToolCallItem" in names, names
+    passed(f"openai-agents HostedMCPTool, approval {approval}")
+assert asked == ["read_text_file"], asked
 print("all ok")

@@ -64,6 +64,7 @@ fn the_time_server_is_called_with_schema_valid_arguments() {
     assert!(!result.is_error, "{result:?}");
     assert!(result.text().contains("Europe/Paris"), "{}", result.text());
     let versions = hub.protocol_versions();
+    println!("negotiated: {versions:?}");
     assert!(versions["time"].starts_with("20"), "{versions:?}");
     hub.shutdown();
 }
@@ -102,6 +103,7 @@ fn the_filesystem_server_reads_and_its_write_is_a_mutation() {
         )
         .unwrap();
     assert!(result.text().contains("serviced on 3 March"), "{result:?}");
+    println!("negotiated: {:?}", hub.protocol_versions());
     hub.shutdown();
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -163,5 +165,6 @@ fn the_everything_server_over_streamable_http() {
         .call("every", "echo", &args(json!({"message": "over http"})))
         .unwrap();
     assert!(result.text().contains("over http"), "{result:?}");
+    println!("negotiated: {:?}", hub.protocol_versions());
     hub.shutdown();
 }
