@@ -1,5 +1,5 @@
 //! Real MCP servers from the package registries, installed into `target/` by
-//! `scripts/setup --tests`: the time server (PyPI), and the filesystem and everything
+//! `scripts/setup --tests`: the time and git servers (PyPI), and the filesystem and everything
 //! servers (npm), over stdio and streamable HTTP.
 
 #![allow(clippy::unwrap_used)]
@@ -104,6 +104,68 @@ fn the_filesystem_server_reads_and_its_write_is_a_mutation() {
         .unwrap();
     assert!(result.text().contains("serviced on 3 March"), "{result:?}");
     println!("negotiated: {:?}", hub.protocol_versions());
+    hub.shutdown();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_git_server_reads_a_repository_and_its_writes_are_mutations() {
+    let dir = std::env::temp_dir().join(format!("proviso-mcp-git-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.join("notes.txt"), "first\n").unwrap();
+    git(&["add", "notes.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-qm",
+        "Add the boiler notes",
+    ]);
+    let pythonpath = installed("pymcp");
+    let config = McpConfig::from_json(&json!({"mcpServers": {"git": {
+        "command": "python3", "args": ["-m", "mcp_server_git", "--repository", dir],
+        "env": {"PYTHONPATH": pythonpath}}}}))
+    .unwrap();
+    let hub = Hub::new(config, Limits::default()).unwrap();
+    let listing = hub.list();
+    assert!(listing.failures.is_empty(), "{:?}", listing.failures);
+    let declared = Toolset::declare(&hub, &listing, &ToolPolicy::default());
+    let class = |name: &str| {
+        declared
+            .specs
+            .iter()
+            .find(|s| s.name() == name)
+            .map(|s| s.class())
+    };
+    assert_eq!(
+        class("git__git_commit"),
+        Some(IntentClass::Mutate),
+        "{:?}",
+        declared.refused
+    );
+    let log = hub
+        .call("git", "git_log", &args(json!({"repo_path": dir})))
+        .unwrap();
+    assert!(!log.is_error, "{log:?}");
+    assert!(
+        log.text().contains("Add the boiler notes"),
+        "{}",
+        log.text()
+    );
     hub.shutdown();
     std::fs::remove_dir_all(&dir).ok();
 }
