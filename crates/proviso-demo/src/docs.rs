@@ -290,26 +290,11 @@ impl DocsBase {
             .map(|(i, _)| self.lines.iter().filter(|l| l.source == i).count())
             .max()
             .unwrap_or(1);
-        json!({
-            "type": "object",
-            "properties": {
-                "answer": {"type": "string", "minLength": 1, "maxLength": 300},
-                "citations": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-                    "type": "object",
-                    "properties": {
-                        "source_id": {"enum": ids},
-                        "version": {"enum": versions},
-                        "line_start": {"type": "integer", "minimum": 1, "maximum": longest},
-                        "line_end": {"type": "integer", "minimum": 1, "maximum": longest},
-                        "quote": {"type": "string", "minLength": 1, "maxLength": 400}
-                    },
-                    "required": ["source_id", "version", "line_start", "line_end", "quote"],
-                    "additionalProperties": false
-                }}
-            },
-            "required": ["answer", "citations"],
-            "additionalProperties": false
-        })
+        cited_answer_schema(
+            json!({"enum": ids}),
+            json!({"enum": versions}),
+            json!({"type": "integer", "minimum": 1, "maximum": longest}),
+        )
     }
 
     /// The answer contract: the schema, line ranges in order, and the evidence gate over
@@ -319,18 +304,53 @@ impl DocsBase {
     ///
     /// [`ContractError`] if the schema does not compile (a test proves it does).
     pub fn answer_contract(&self) -> Result<Contract, ContractError> {
-        let mut document = self.answer_schema();
-        document["x-proviso"] = json!({
-            "id": "docs-answer-v1",
-            "output": "answer",
-            "rules": [{"rule": "ordered", "each": "/citations", "lower": "/line_start",
-                "upper": "/line_end", "code": "reversed_line_range"}],
-            "evidence": {"citations": "/citations", "claims": [{"text": "/answer"}]}
-        });
-        Contract::from_document(&document)?
-            .sources(self.store.clone())
-            .build()
+        cited_answer_contract(self.answer_schema(), "docs-answer-v1", self.store.clone())
     }
+}
+
+/// A cited answer's schema: a short `answer` and one to three citations, each a line range
+/// of a source's version with the quote; `source_id`, `version` and the line numbers are
+/// held to what the caller passes.
+pub(crate) fn cited_answer_schema(source_id: Value, version: Value, line: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "minLength": 1, "maxLength": 300},
+            "citations": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+                "type": "object",
+                "properties": {
+                    "source_id": source_id,
+                    "version": version,
+                    "line_start": line.clone(),
+                    "line_end": line,
+                    "quote": {"type": "string", "minLength": 1, "maxLength": 400}
+                },
+                "required": ["source_id", "version", "line_start", "line_end", "quote"],
+                "additionalProperties": false
+            }}
+        },
+        "required": ["answer", "citations"],
+        "additionalProperties": false
+    })
+}
+
+/// The contract of a cited answer of `schema` (`id` names it): line ranges in order, and
+/// the evidence gate over `store` (every quote exactly a cited line's text, the answer's
+/// claims supported).
+pub(crate) fn cited_answer_contract(
+    schema: Value,
+    id: &str,
+    store: Arc<SourceStore>,
+) -> Result<Contract, ContractError> {
+    let mut document = schema;
+    document["x-proviso"] = json!({
+        "id": id,
+        "output": "answer",
+        "rules": [{"rule": "ordered", "each": "/citations", "lower": "/line_start",
+            "upper": "/line_end", "code": "reversed_line_range"}],
+        "evidence": {"citations": "/citations", "claims": [{"text": "/answer"}]}
+    });
+    Contract::from_document(&document)?.sources(store).build()
 }
 
 fn unique<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {

@@ -209,43 +209,21 @@ pub fn own_agent(
 ) -> Result<Agent, DemoError> {
     let format = CallFormat::Envelope;
     let grammar = GrammarOptions::default().max_calls(1).max_reasoning(60);
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "answer": {"type": "string", "minLength": 1, "maxLength": 300},
-            "citations": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-                "type": "object",
-                "properties": {
-                    "source_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "version": {"type": "string", "minLength": 1, "maxLength": 40},
-                    "line_start": {"type": "integer", "minimum": 1},
-                    "line_end": {"type": "integer", "minimum": 1},
-                    "quote": {"type": "string", "minLength": 1, "maxLength": 400}
-                },
-                "required": ["source_id", "version", "line_start", "line_end", "quote"],
-                "additionalProperties": false
-            }}
-        },
-        "required": ["answer", "citations"],
-        "additionalProperties": false
-    });
-    let mut document = schema.clone();
-    document["x-proviso"] = serde_json::json!({
-        "id": "own-answer-v1",
-        "output": "answer",
-        "rules": [{"rule": "ordered", "each": "/citations", "lower": "/line_start",
-            "upper": "/line_end", "code": "reversed_line_range"}],
-        "evidence": {"citations": "/citations", "claims": [{"text": "/answer"}]}
-    });
+    let text = |max: u64| serde_json::json!({"type": "string", "minLength": 1, "maxLength": max});
+    let schema = docs::cited_answer_schema(
+        text(200),
+        text(40),
+        serde_json::json!({"type": "integer", "minimum": 1}),
+    );
     let store = docs.as_ref().map_or_else(
         || Arc::new(proviso_contract::SourceStore::new()),
         |d| d.store().clone(),
     );
-    let contract = Arc::new(
-        proviso_contract::Contract::from_document(&document)?
-            .sources(store)
-            .build()?,
-    );
+    let contract = Arc::new(docs::cited_answer_contract(
+        schema.clone(),
+        "own-answer-v1",
+        store,
+    )?);
     let registry = toolbox.registry().clone();
     let reads: Vec<String> = registry
         .iter()

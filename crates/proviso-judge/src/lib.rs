@@ -148,20 +148,33 @@ pub fn steered(
         .filter(|m| m.role == proviso_contract::Role::User)
         .map(|m| m.content.as_str())
         .collect();
-    let seen: Vec<&str> = messages
-        .iter()
-        .filter(|m| {
-            matches!(
-                m.role,
-                proviso_contract::Role::User | proviso_contract::Role::Tool
-            )
-        })
-        .map(|m| m.content.as_str())
-        .collect();
-    if let Some(narrowed) = steer::narrow_arguments(&steered.registry, &asked.join("\n"), &seen) {
+    let seen = conversation(request);
+    if let Some(narrowed) =
+        steer::narrow_arguments(&steered.registry, &asked.join("\n"), &[seen.as_str()])
+    {
         steered.registry = narrowed;
     }
     steered
+}
+
+/// The text a call's arguments may come from: the user's and the tools' turns (not the
+/// system prompt, which quotes every declaration, nor the assistant's own words).
+#[must_use]
+pub fn conversation(request: &GenerationRequest) -> String {
+    match &request.prompt {
+        PromptInput::Text(text) => text.clone(),
+        PromptInput::Chat(messages) => messages
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.role,
+                    proviso_contract::Role::User | proviso_contract::Role::Tool
+                )
+            })
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
 /// Under `json_object`, the JSON Schema the request's instructions state for the answer:

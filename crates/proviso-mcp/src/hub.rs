@@ -523,7 +523,7 @@ async fn start(server: &Server, limits: Limits) -> Result<Connection, McpError> 
         server: server.name.clone(),
         message,
     };
-    match &server.config.transport {
+    let (service, child) = match &server.config.transport {
         Transport::Stdio {
             command,
             args,
@@ -554,17 +554,7 @@ async fn start(server: &Server, limits: Limits) -> Result<Connection, McpError> 
             }
             let transport = AsyncRwTransport::new_client(stdout, stdin)
                 .with_max_line_length(limits.max_message_bytes);
-            let service = info
-                .serve(transport)
-                .await
-                .map_err(|e| McpError::Initialize {
-                    server: server.name.clone(),
-                    message: e.to_string(),
-                })?;
-            Ok(Connection {
-                service,
-                child: Some(child),
-            })
+            (info.serve(transport).await, Some(child))
         }
         Transport::Http { url, headers } => {
             let mut custom = HashMap::new();
@@ -582,19 +572,14 @@ async fn start(server: &Server, limits: Limits) -> Result<Connection, McpError> 
                 .max_json_response_size(limits.max_message_bytes)
                 .max_sse_event_size(limits.max_message_bytes);
             let transport = StreamableHttpClientTransport::from_config(config);
-            let service = info
-                .serve(transport)
-                .await
-                .map_err(|e| McpError::Initialize {
-                    server: server.name.clone(),
-                    message: e.to_string(),
-                })?;
-            Ok(Connection {
-                service,
-                child: None,
-            })
+            (info.serve(transport).await, None)
         }
-    }
+    };
+    let service = service.map_err(|e| McpError::Initialize {
+        server: server.name.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(Connection { service, child })
 }
 
 /// A stdio server's standard error, logged at debug level in bounded pieces (a server

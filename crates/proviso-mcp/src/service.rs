@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use proviso_contract::{Intent, ProposedCall, Rejection};
-use proviso_tools::{CallFormat, GatedCall, Proposal, Registry, ToolGate, ToolSpec, Usage};
+use proviso_tools::{CallFormat, GatedCall, Proposal, ToolGate, ToolSpec, Usage};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -152,9 +152,8 @@ impl Service {
                 for refused in &declared.refused {
                     tracing::warn!(tool = %refused.tool, reason = %refused.reason, "MCP tool refused");
                 }
-                let registry = Registry::new(declared.specs.clone()).unwrap_or_default();
                 let gate = ToolGate::new(
-                    Arc::new(registry),
+                    Arc::new(declared.registry),
                     CallFormat::Envelope,
                     self.policy.policy.clone(),
                 );

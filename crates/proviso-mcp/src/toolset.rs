@@ -122,6 +122,8 @@ pub struct Declared {
     pub specs: Vec<ToolSpec>,
     /// Tools left out, with why.
     pub refused: Vec<Refused>,
+    /// The declarations as a registry (their schemas compiled once).
+    pub registry: Registry,
     /// The tools behind the declarations.
     pub toolset: Toolset,
 }
@@ -191,6 +193,7 @@ impl Toolset {
         Declared {
             specs,
             refused,
+            registry,
             toolset: Self {
                 hub: hub.clone(),
                 routes,

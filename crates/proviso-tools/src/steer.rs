@@ -699,15 +699,9 @@ pub fn declared_only(parameters: &mut Value) -> bool {
     false
 }
 
-/// Takes out of the grammar the optional number, integer and boolean arguments the request
-/// gives no value for: a number is kept when the request states one, and any of them when
-/// the request names it (a stem of its name). A small model otherwise fills optional knobs
-/// (`head: 1, tail: 1`) that the request never asked for, and the call fails or means
-/// something else. Only the grammar is narrowed; the gates check the declared schema.
-/// Returns whether anything changed.
-pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
-    use proviso_contract::lexicon::{content_stems, name_words, stem};
-    let required: BTreeSet<String> = parameters
+/// The names a parameters schema lists under `required`.
+fn required(parameters: &Value) -> Vec<String> {
+    parameters
         .get("required")
         .and_then(Value::as_array)
         .map(|r| {
@@ -716,7 +710,18 @@ pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
                 .map(str::to_owned)
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Takes out of the grammar the optional number, integer and boolean arguments the request
+/// gives no value for: a number is kept when the request states one, and any of them when
+/// the request names it (a stem of its name). A small model otherwise fills optional knobs
+/// (`head: 1, tail: 1`) that the request never asked for, and the call fails or means
+/// something else. Only the grammar is narrowed; the gates check the declared schema.
+/// Returns whether anything changed.
+pub fn unasked_options(parameters: &mut Value, asked: &str) -> bool {
+    use proviso_contract::lexicon::{content_stems, name_words, stem};
+    let required = required(parameters);
     let stems: BTreeSet<String> = content_stems(asked).into_iter().collect();
     // The one number reader: the digits of a name, a path or a date state no amount.
     let states_number = !proviso_contract::lexicon::amounts(asked).is_empty();
@@ -850,16 +855,7 @@ pub fn named_tools(registry: &Registry, asked: &str, max_tools: usize) -> Option
 pub fn ground_strings(registry: &Registry, asked: &str, max_words: usize) -> Option<Registry> {
     let pattern = words_pattern(asked, max_words)?;
     registry.narrowed(|parameters| {
-        let required: Vec<String> = parameters
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let required = required(parameters);
         let Some(properties) = parameters
             .get_mut("properties")
             .and_then(Value::as_object_mut)

@@ -229,25 +229,6 @@ fn spec_of(grammar: &Grammar) -> ConstraintSpec {
     }
 }
 
-/// The text a call's arguments may come from: the user's and the tools' turns (not the
-/// system prompt, which quotes every declaration, nor the assistant's own words).
-fn conversation(request: &GenerationRequest) -> String {
-    match &request.prompt {
-        PromptInput::Text(text) => text.clone(),
-        PromptInput::Chat(messages) => messages
-            .iter()
-            .filter(|m| {
-                matches!(
-                    m.role,
-                    proviso_contract::Role::User | proviso_contract::Role::Tool
-                )
-            })
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
 impl LocalBackend {
     fn render(
         &self,
@@ -416,7 +397,10 @@ impl Backend for LocalBackend {
             // gates check the declared schemas.
             let grounded = two_phase
                 .then(|| {
-                    proviso_tools::provenance::ground_numbers(&registry, &conversation(request))
+                    proviso_tools::provenance::ground_numbers(
+                        &registry,
+                        &proviso_judge::conversation(request),
+                    )
                 })
                 .flatten();
             let grammar = format
@@ -524,7 +508,7 @@ impl Backend for LocalBackend {
                 format,
                 several_calls,
                 retarget,
-                conversation: conversation(request),
+                conversation: proviso_judge::conversation(request),
                 text_only: match &auto_text {
                     Some(spec) => Some(
                         self.model
