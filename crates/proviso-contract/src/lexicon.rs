@@ -63,16 +63,116 @@ pub fn name_words(text: &str) -> Vec<String> {
 /// is kept whole: `NCT04123456` must not meet `NCT04890123`.
 #[must_use]
 pub fn stem(word: &str) -> String {
-    let lower = word.to_lowercase();
-    if lower.chars().any(|c| c.is_ascii_digit()) {
-        return lower;
+    if word.chars().any(|c| c.is_ascii_digit()) {
+        return word.to_lowercase();
     }
+    let short = raw_stem(word);
+    // Words that ask for the same thing meet (`borrow` meets `lent`, `price` meets `cost`).
+    concepts()
+        .get(short.as_str())
+        .map_or(short, |c| (*c).to_owned())
+}
+
+/// Groups of everyday English words that ask for the same thing, so that a question's word
+/// meets the word a document uses for it. General vocabulary only: no domain's terms.
+const RELATED: &[&[&str]] = &[
+    &["borrow", "lend", "lent", "loan"],
+    &["cost", "price", "fee", "charge", "fine", "pay"],
+    &["buy", "purchase"],
+    &["start", "begin", "commence"],
+    &["finish", "conclude", "complete"],
+    &["shut", "close", "closed", "closing", "closure"],
+    &["reopen", "reopening"],
+    &["child", "children", "kid", "kids"],
+    &["phone", "telephone", "ring"],
+    &["big", "large", "largest", "biggest"],
+    &["small", "little", "smallest"],
+    &["need", "require", "requirement", "necessary"],
+    &["allow", "permit", "permission", "permitted"],
+    &[
+        "forbid",
+        "prohibit",
+        "ban",
+        "banned",
+        "prohibited",
+        "forbidden",
+    ],
+    &["late", "overdue"],
+    &["keep", "retain"],
+    &["refund", "reimburse", "reimbursement", "repay", "repayment"],
+    &["help", "assist", "assistance", "support"],
+    &["fix", "repair", "mend"],
+    &[
+        "broken",
+        "faulty",
+        "fault",
+        "defect",
+        "defective",
+        "damage",
+        "damaged",
+    ],
+    &["staff", "employee", "worker", "personnel"],
+    &["manager", "manage", "lead", "leader", "boss", "supervisor"],
+    &["laptop", "computer", "pc"],
+    &["senior", "pensioner", "elderly", "retired", "retiree"],
+    &["holiday", "vacation"],
+    &["sick", "ill", "illness", "sickness"],
+    &["doctor", "physician"],
+    &["medicine", "medication", "drug"],
+    &["car", "vehicle"],
+    &["trip", "travel", "journey"],
+    &["hotel", "lodging", "accommodation"],
+    &["meal", "food"],
+    &["day", "days", "daily"],
+    &["week", "weeks", "weekly"],
+    &["month", "months", "monthly"],
+    &["year", "years", "yearly", "annual", "annually"],
+    &["quick", "fast", "rapid", "quickly"],
+    &["renovate", "renovation", "refurbish", "refurbishment"],
+    &["participant", "patient"],
+    &["harm", "injury", "injure", "hurt"],
+    &["die", "death", "dead", "fatal"],
+];
+
+/// The related words of `word` ([`RELATED`]), itself excluded: what a search for it may also
+/// look for.
+#[must_use]
+pub fn related_words(word: &str) -> Vec<&'static str> {
+    let lower = word.to_lowercase();
+    RELATED
+        .iter()
+        .find(|group| group.contains(&lower.as_str()))
+        .map(|group| group.iter().copied().filter(|w| *w != lower).collect())
+        .unwrap_or_default()
+}
+
+/// Each related word's stem, mapped to its group's first word's stem.
+fn concepts() -> &'static std::collections::HashMap<String, &'static str> {
+    static MAP: std::sync::OnceLock<std::collections::HashMap<String, &'static str>> =
+        std::sync::OnceLock::new();
+    MAP.get_or_init(|| {
+        let mut map = std::collections::HashMap::new();
+        for group in RELATED {
+            // The canonical stem is the first word's own (its 5 characters, as `stem` cuts).
+            let head: &'static str = group[0];
+            let canonical: &'static str = &head[..head.len().min(5)];
+            for word in *group {
+                let raw = raw_stem(word);
+                map.entry(raw).or_insert(canonical);
+            }
+        }
+        map
+    })
+}
+
+/// [`stem`] without the related-word mapping (used to build that mapping).
+fn raw_stem(word: &str) -> String {
+    let lower = word.to_lowercase();
     // An irregular verb meets its base form (`ran` meets `run`, `held` meets `hold`).
     let lower = IRREGULAR
         .iter()
         .find(|(forms, _)| forms.split(' ').any(|f| f == lower))
         .map_or(lower, |(_, base)| (*base).to_owned());
-    // `studies` meets `study`, `cities` meets `city`.
     let lower = match lower.strip_suffix("ies") {
         Some(rest) if rest.chars().count() >= 2 => format!("{rest}y"),
         _ => lower,
@@ -272,6 +372,17 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
+/// The days of the week (a time a schedule states).
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
 /// Units a numbered time point is written with (`week 24`, `12 weeks`).
 const TIME_UNITS: [&str; 10] = [
     "week", "weeks", "day", "days", "month", "months", "year", "years", "quarter", "quarters",
@@ -294,6 +405,17 @@ pub fn times(text: &str) -> Vec<String> {
             out.push(t.to_owned());
         }
     }
+    // Clock times: `17:30`, `9:00`.
+    for t in lower.split(|c: char| !(c.is_ascii_digit() || c == ':')) {
+        if let Some((h, m)) = t.split_once(':') {
+            if (1..=2).contains(&h.len())
+                && m.len() == 2
+                && h.chars().chain(m.chars()).all(|c| c.is_ascii_digit())
+            {
+                out.push(t.to_owned());
+            }
+        }
+    }
     for (i, t) in tokens.iter().enumerate() {
         let year = t.len() == 4
             && t.chars().all(|c| c.is_ascii_digit())
@@ -301,8 +423,23 @@ pub fn times(text: &str) -> Vec<String> {
         if year && !out.iter().any(|d| d.starts_with(t)) {
             out.push((*t).to_owned());
         }
-        if MONTHS.contains(t) {
+        if MONTHS.contains(t) || WEEKDAYS.contains(&t.trim_end_matches('s')) {
             out.push((*t).to_owned());
+        }
+        if ["noon", "midday", "midnight"].contains(t) {
+            out.push((*t).to_owned());
+        }
+        // `8 pm`, `8pm`.
+        if let Some(next) = tokens.get(i + 1) {
+            let hour = t.len() <= 2 && t.chars().all(|c| c.is_ascii_digit());
+            if hour && ["am", "pm"].contains(next) {
+                out.push(format!("{t} {next}"));
+            }
+        }
+        if let Some(h) = t.strip_suffix("am").or_else(|| t.strip_suffix("pm")) {
+            if !h.is_empty() && h.len() <= 2 && h.chars().all(|c| c.is_ascii_digit()) {
+                out.push((*t).to_owned());
+            }
         }
         if let Some(next) = tokens.get(i + 1) {
             let number = |w: &str| w.chars().all(|c| c.is_ascii_digit());
@@ -313,6 +450,79 @@ pub fn times(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether `text` states a sum of money: a currency sign before a number (`£0.60`, `$12`)
+/// or a currency word after one (`750 yuan`, `20 pence`), or says it is free.
+#[must_use]
+pub fn states_money(text: &str) -> bool {
+    const CURRENCIES: [&str; 16] = [
+        "yuan", "euro", "euros", "dollar", "dollars", "pound", "pounds", "pence", "cent", "cents",
+        "usd", "eur", "gbp", "kr", "sek", "chf",
+    ];
+    let lower = text.to_lowercase();
+    let signed = lower.split_whitespace().any(|t| {
+        let t = t.trim_start_matches(|c: char| matches!(c, '(' | '-' | '+' | '~'));
+        t.starts_with(['$', '€', '£', '¥']) && t.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
+    });
+    let tokens = words(&lower);
+    let worded = tokens.windows(2).any(|w| {
+        w[0].chars().next().is_some_and(|c| c.is_ascii_digit()) && CURRENCIES.contains(&w[1])
+    }) || tokens.iter().any(|t| {
+        // `20p`
+        t.strip_suffix('p')
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    });
+    signed || worded || tokens.windows(2).any(|w| w == ["free", "of"]) || tokens.contains(&"free")
+}
+
+/// Whether `text` states an amount with a unit of time or length (`7 days`, `3 hours`,
+/// `150 cm`): what "how long" and "how far" ask for.
+#[must_use]
+pub fn states_extent(text: &str) -> bool {
+    const UNITS: [&str; 24] = [
+        "second", "seconds", "minute", "minutes", "min", "hour", "hours", "day", "days", "night",
+        "nights", "week", "weeks", "month", "months", "year", "years", "mm", "cm", "m", "km",
+        "metres", "meters", "miles",
+    ];
+    let lower = text.to_lowercase();
+    let tokens = words(&lower);
+    let glued = tokens.iter().any(|t| {
+        let digits = t.chars().take_while(char::is_ascii_digit).count();
+        digits > 0 && UNITS.contains(&&t[digits..])
+    });
+    const MORE: [&str; 7] = ["metre", "meter", "mile", "inch", "inches", "feet", "foot"];
+    let number = |t: &str| {
+        t.chars().next().is_some_and(|c| c.is_ascii_digit())
+            || NUMBER_WORDS.contains(&t)
+            || ["one", "two", "a"].contains(&t)
+    };
+    // `7 days`, `10 to 15 working days`: a number, then a unit within three words.
+    glued
+        || tokens.iter().enumerate().any(|(i, t)| {
+            number(t)
+                && tokens
+                    .iter()
+                    .skip(i + 1)
+                    .take(4)
+                    .any(|u| UNITS.contains(u) || MORE.contains(u))
+        })
+}
+
+/// Whether a line reads as a heading rather than a statement: a few words, no digit, no
+/// `key: value`, and no closing punctuation (`Loan periods`, `How long it takes`).
+#[must_use]
+pub fn is_heading(line: &str) -> bool {
+    let line = line.trim();
+    let closed = line
+        .chars()
+        .last()
+        .is_some_and(|c| matches!(c, '.' | '!' | '?' | ';' | ')' | '"' | '\''));
+    !line.is_empty()
+        && !closed
+        && !line.contains(':')
+        && !line.chars().any(|c| c.is_ascii_digit())
+        && words(line).len() <= 10
 }
 
 /// Whether a text states a time (see [`times`]).
@@ -366,6 +576,64 @@ mod tests {
             assert!(!states_time(line), "{line}");
         }
         assert_eq!(times("cutoff 2025-03-14, in 2025"), ["2025-03-14"]);
+        // Clock times and days of the week are times a schedule states.
+        for line in [
+            "It closes at 20:00.",
+            "Open from 9:30.",
+            "Doors open at 8 pm.",
+            "Inductions start at 5pm.",
+            "It opens at noon.",
+            "Closed on Mondays.",
+        ] {
+            assert!(states_time(line), "{line}");
+        }
+        assert!(!states_time("Version 2:1 of the ratio"));
+    }
+
+    #[test]
+    fn money_extent_and_headings_are_read_from_the_text() {
+        for line in [
+            "It costs £0.60 a page.",
+            "The limit is 750 yuan.",
+            "A fine of 20p.",
+        ] {
+            assert!(states_money(line), "{line}");
+        }
+        assert!(!states_money("Up to 20 items on loan."));
+        for line in [
+            "Lent for 7 days.",
+            "Keep 150 cm clear.",
+            "A 30-minute slot.",
+        ] {
+            assert!(states_extent(line), "{line}");
+        }
+        assert!(!states_extent("Up to 20 items on loan."));
+        for line in [
+            "Loan periods",
+            "How long it takes",
+            "Interlibrary Loan Procedure",
+        ] {
+            assert!(is_heading(line), "{line}");
+        }
+        for line in [
+            "Books are lent for 21 days.",
+            "code: E04; meaning: Low flow",
+            "Phase 3",
+            "",
+        ] {
+            assert!(!is_heading(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn everyday_words_that_ask_for_the_same_thing_meet() {
+        assert_eq!(stem("borrow"), stem("lent"));
+        assert_eq!(stem("price"), stem("fees"));
+        assert_eq!(stem("closed"), stem("shut"));
+        assert_eq!(stem("paid"), stem("cost"));
+        assert_ne!(stem("borrow"), stem("cost"));
+        assert_eq!(related_words("Borrow"), ["lend", "lent", "loan"]);
+        assert!(related_words("velorabine").is_empty());
     }
 
     #[test]

@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::SourceStore;
 use crate::lexicon::{
-    amounts, amounts_with_units, content_stems, is_function_word, stem, times, words,
+    amounts, amounts_with_units, content_stems, is_function_word, is_heading, states_extent,
+    states_money, stem, times, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -241,6 +242,59 @@ impl Qualifier {
     }
 }
 
+/// What an amount measures, when a question asks for one of a kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Measure {
+    /// A sum of money (`how much does it cost`, `what is the fee`).
+    Money,
+    /// A length of time or space (`how long`, `how far`).
+    Extent,
+}
+
+impl Measure {
+    /// The measure `question` (lower case) asks for, if it names one.
+    fn asked(question: &str) -> Option<Self> {
+        const MONEY: [&str; 10] = [
+            "owe",
+            "spend",
+            "expense",
+            "deposit",
+            "fare",
+            "salary",
+            "wage",
+            "allowance",
+            "budget",
+            "refund",
+        ];
+        let tokens = words(question);
+        let cost = stem("cost");
+        if tokens
+            .iter()
+            .any(|w| stem(w) == cost || MONEY.contains(&w.trim_end_matches('s')))
+        {
+            Some(Self::Money)
+        } else if (question.contains("how long") && !question.contains("how long ago"))
+            || question.contains("how far")
+        {
+            Some(Self::Extent)
+        } else {
+            None
+        }
+    }
+
+    fn stated(self, text: &str) -> bool {
+        match self {
+            Self::Money => states_money(text),
+            Self::Extent => states_extent(text),
+        }
+    }
+}
+
+/// The longest span preferred as an answer to a question not asking for an amount, a time
+/// or a name (in bytes).
+const LONG_SPAN: usize = 240;
+
 /// Words that name a superseded version.
 const EARLIER: &[&str] = &[
     "earlier",
@@ -288,7 +342,21 @@ pub struct Question {
     asked_times: Vec<String>,
     /// What "how many" counts (`participants`), when the question says.
     counted: Option<String>,
+    /// What an amount asked for measures, when the question says: a sum of money, or a
+    /// length of time or space.
+    measure: Option<Measure>,
     earlier: bool,
+    /// The proper names the question writes (`Northgate`, `DSMB`), lower case, that few
+    /// lines state: a cited line must state each of them, or its source's title must.
+    proper: Vec<String>,
+    /// Proper names the question writes that no source states: nothing here can answer it.
+    unstated: Vec<String>,
+    /// Each source's title (its first line), lower case.
+    #[serde(skip)]
+    titles: BTreeMap<String, String>,
+    /// Whether the question asks for a title or a name (`What is the study called?`), which
+    /// a heading states.
+    asks_title: bool,
     /// Per source (all its versions): its stems and its lower-cased text, for
     /// [`Question::on_subject`]; read once, kept only when the question has a subject.
     #[serde(skip)]
@@ -466,6 +534,44 @@ impl Question {
             .split("how many ")
             .nth(1)
             .and_then(|rest| words(rest).first().map(|w| stem(w)));
+        // Proper names: capitalized words after the first (`Northgate`, `DSMB`), not a
+        // label's letter, kept when at most one line in ten states them; a name no line
+        // states at all means the sources cannot answer.
+        let all_lines: Vec<String> = store
+            .documents()
+            .flat_map(|d| d.lines().iter().map(|l| l.to_lowercase()))
+            .collect();
+        let mut proper: Vec<String> = Vec::new();
+        let mut unstated: Vec<String> = Vec::new();
+        for (i, w) in words(question).into_iter().enumerate() {
+            let capital = w.chars().next().is_some_and(char::is_uppercase);
+            // An id (`NCT06234567`) is the subject's, which `on_subject` checks per source.
+            let id = w.chars().any(|c| c.is_ascii_digit());
+            if i == 0 || !capital || id || w.chars().count() < 3 || is_function_word(w) {
+                continue;
+            }
+            let lower = w.to_lowercase();
+            let stating = all_lines
+                .iter()
+                .filter(|l| words(l).contains(&lower.as_str()))
+                .count();
+            if stating == 0 {
+                if !unstated.contains(&lower) {
+                    unstated.push(lower);
+                }
+            } else if stating * 10 <= all_lines.len() && !proper.contains(&lower) {
+                proper.push(lower);
+            }
+        }
+        let titles: BTreeMap<String, String> = store
+            .documents()
+            .filter_map(|d| {
+                d.lines()
+                    .iter()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|t| (d.source_id().to_owned(), t.to_lowercase()))
+            })
+            .collect();
         let sources = if ids.is_empty() && names.is_empty() {
             BTreeMap::new()
         } else {
@@ -486,7 +592,14 @@ impl Question {
             asked_amounts: amounts(question),
             asked_times: times(question),
             counted,
+            measure: Measure::asked(&lower),
+            proper,
+            unstated,
+            titles,
             earlier,
+            asks_title: words(&lower)
+                .iter()
+                .any(|w| ["title", "titled", "called", "name", "named", "heading"].contains(w)),
             sources,
         }
     }
@@ -553,12 +666,44 @@ impl Question {
         stated * 2.0 >= total
     }
 
+    /// Whether a line may be cited for this question: it states something (it is not a
+    /// question, and not a heading unless the question asks for a title or a name).
+    #[must_use]
+    pub fn citable(&self, line: &str) -> bool {
+        let line = line.trim();
+        if line.ends_with('?') || line.ends_with(':') {
+            return false;
+        }
+        self.asks_title || !is_heading(line)
+    }
+
+    /// Whether a line of `source` may answer for the proper names the question writes:
+    /// the question names nothing the sources never state, and the line (or its source's
+    /// title) states every rare name it writes (`Northgate` in "the address of Northgate
+    /// Library" rules out Riverside's address).
+    #[must_use]
+    pub fn names_stated(&self, line: &str, source: &str) -> bool {
+        if !self.unstated.is_empty() {
+            return false;
+        }
+        let lower = line.to_lowercase();
+        let stated = words(&lower);
+        let title = self.titles.get(source).map_or("", String::as_str);
+        let titled = words(title);
+        self.proper
+            .iter()
+            .all(|n| stated.contains(&n.as_str()) || titled.contains(&n.as_str()))
+    }
+
     /// Why `text` does not answer the question, or `None` when it does: it states every
     /// qualifier and no sibling of one (`Arm B` when `Arm C` was asked), a token of the
     /// asked kind that the question does not already hold (an amount, a time, a name), and
     /// something the question does not say.
     #[must_use]
     pub fn misses(&self, text: &str) -> Option<String> {
+        if text.trim().ends_with(':') {
+            return Some("it introduces what follows and states nothing itself".into());
+        }
         let stated = Qualifier::all_in(text);
         for q in &self.qualifiers {
             if !stated.contains(q) {
@@ -577,6 +722,19 @@ impl Question {
                 ));
             }
         }
+        // An id of the question's series (`A4`, `NCT04123456`) met by another of the same
+        // letters (`A3`, `NCT05550001`) is a sibling too.
+        if let Some(other) = id_tokens(text).into_iter().find(|t| {
+            !self.ids.contains(t)
+                && self
+                    .ids
+                    .iter()
+                    .any(|id| letters_of(id) == letters_of(t) && !letters_of(id).is_empty())
+        }) {
+            return Some(format!(
+                "it also states `{other}`, which the question does not ask about"
+            ));
+        }
         let asked: BTreeSet<&String> = self.terms.iter().collect();
         match self.kind {
             AnswerKind::Quantity => {
@@ -591,6 +749,20 @@ impl Question {
                     .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(unit))
                 {
                     return Some("the question asks for an amount, and it states none".into());
+                }
+                match self.measure {
+                    Some(Measure::Money) if !Measure::Money.stated(text) => {
+                        return Some(
+                            "the question asks for a sum of money, and it states none".into(),
+                        );
+                    }
+                    Some(Measure::Extent) if !Measure::Extent.stated(text) => {
+                        return Some(
+                            "the question asks how long or how far, and it states no length of time or space"
+                                .into(),
+                        );
+                    }
+                    _ => {}
                 }
             }
             AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
@@ -661,9 +833,14 @@ impl Question {
             }
         }
         let short = self.kind.needs_token();
+        // Otherwise the longest that still reads as one answer: a whole record is not.
+        let long = |len: usize| len > LONG_SPAN;
         found.sort_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then(if short { a.1.cmp(&b.1) } else { b.1.cmp(&a.1) })
+            b.0.cmp(&a.0).then(if short {
+                a.1.cmp(&b.1)
+            } else {
+                long(a.1).cmp(&long(b.1)).then(b.1.cmp(&a.1))
+            })
         });
         let mut out: Vec<String> = Vec::new();
         for (_, _, span) in found {
@@ -694,7 +871,19 @@ impl Question {
             location: Location::instance(pointer),
         };
         let mut out = Vec::new();
-        for (i, (source, version, _)) in cited.iter().enumerate() {
+        for (i, (source, version, quote)) in cited.iter().enumerate() {
+            if !self.citable(quote) {
+                out.push(violation(
+                    format!("citation {i} quotes a heading or a question, which states no fact"),
+                    format!("{at}/{i}/quote"),
+                ));
+            }
+            if !self.names_stated(quote, source) {
+                out.push(violation(
+                    format!("citation {i} does not state a name the question asks about"),
+                    format!("{at}/{i}/quote"),
+                ));
+            }
             if !self.on_subject(source) {
                 out.push(violation(
                     format!(
@@ -724,6 +913,23 @@ impl Question {
     }
 }
 
+/// The id-shaped tokens of `text` (a letter and a digit), lower case.
+fn id_tokens(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|t| {
+            t.trim_matches(|c: char| !c.is_alphanumeric())
+                .trim_end_matches("'s")
+                .to_lowercase()
+        })
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()) && t.chars().any(char::is_alphabetic))
+        .collect()
+}
+
+/// The letters of an id, in order (`nct` of `nct04123456`, `vela` of `vela-2`).
+fn letters_of(id: &str) -> String {
+    id.chars().filter(|c| c.is_alphabetic()).collect()
+}
+
 /// The clauses of a line, as byte ranges: cut at `; `, `, ` and a full stop followed by a
 /// space.
 fn clauses(line: &str) -> Vec<(usize, usize)> {
@@ -738,6 +944,14 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
             out.push((start, i + usize::from(bytes[i] == b'.')));
             start = i + 2;
             i += 2;
+            continue;
+        }
+        // `£0.60 per A4 side and £1.20 per A3 side`: each side of an `and` may be said alone
+        // (a run of clauses still joins them).
+        if bytes[i..].starts_with(b" and ") {
+            out.push((start, i));
+            start = i + 5;
+            i += 5;
             continue;
         }
         i += 1;
@@ -860,6 +1074,36 @@ mod tests {
                 "/citations"
             )
             .is_empty());
+    }
+
+    #[test]
+    fn headings_questions_and_sibling_ids_do_not_answer() {
+        let store = store();
+        let q = Question::new("What does the lumeditan study give in Arm A?", &store);
+        assert!(!q.citable("Lumeditan nasal spray study"));
+        assert!(!q.citable("What does Arm A get?"));
+        assert!(q.citable("Arm A: lumeditan 5 mg; enrolled: 96."));
+        let titled = Question::new("What is the lumeditan study called?", &store);
+        assert!(titled.citable("Lumeditan nasal spray study"));
+        // `A3` is a sibling of the asked `A4`; a span naming only `A4` answers.
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "FEES",
+                "v1",
+                true,
+                "Fees\nColour printing costs £0.60 per A4 side and £1.20 per A3 side.",
+            ))
+            .unwrap();
+        let q = Question::new("What does a colour A4 print cost?", &store);
+        let spans = q.spans("Colour printing costs £0.60 per A4 side and £1.20 per A3 side.");
+        assert!(!spans.is_empty());
+        for s in &spans {
+            assert!(s.contains("£0.60") && !s.contains("A3"), "{s}");
+        }
+        // A question about a price wants a sum of money, not any amount.
+        let q = Question::new("How much does a colour print cost?", &store);
+        assert!(q.misses("Colour printing needs 2 days.").is_some());
     }
 
     #[test]

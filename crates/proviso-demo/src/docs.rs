@@ -193,7 +193,23 @@ impl DocsBase {
         if lines.is_empty() {
             return Err(DocsError::Empty(dir.to_owned()));
         }
-        let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+        // A line is found by its section's heading too: the sentences under `Loan periods`
+        // answer a question about loan periods that none of them words that way.
+        let mut texts: Vec<String> = Vec::with_capacity(lines.len());
+        let mut heading: Option<(usize, &str)> = None;
+        for line in &lines {
+            if proviso_contract::lexicon::is_heading(&line.text) {
+                heading = Some((line.source, &line.text));
+                texts.push(line.text.clone());
+            } else {
+                match heading {
+                    Some((source, h)) if source == line.source => {
+                        texts.push(format!("{h} {}", line.text));
+                    }
+                    _ => texts.push(line.text.clone()),
+                }
+            }
+        }
         Ok(Self {
             sources,
             store: Arc::new(store),
@@ -397,22 +413,37 @@ fn read_manifest(text: &str) -> Result<Vec<SourceInfo>, String> {
         .collect()
 }
 
-/// A JSON Lines file's records, one citable line each: `key: value; key: value`.
+/// The longest record written as one citable line; a longer one is cited field by field.
+const RECORD_LINE: usize = 300;
+
+/// A JSON Lines file's records, one citable line each: `key: value; key: value`. A record
+/// too long to quote whole becomes a line per field, each led by the record's first field
+/// (`branch: Northgate; address: 48 Northgate Road`), so every line still says whose
+/// field it is.
 fn jsonl_units(text: &str) -> Vec<String> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(map)) => map
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::String(s) => format!("{k}: {s}"),
-                    other => format!("{k}: {other}"),
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            _ => line.trim().to_owned(),
-        })
-        .collect()
+    let field = |k: &str, v: &Value| match v {
+        Value::String(s) => format!("{k}: {s}"),
+        other => format!("{k}: {other}"),
+    };
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(map)) => {
+                let fields: Vec<String> = map.iter().map(|(k, v)| field(k, v)).collect();
+                let whole = fields.join("; ");
+                match fields.split_first() {
+                    Some((key, rest))
+                        if whole.chars().count() > RECORD_LINE && !rest.is_empty() =>
+                    {
+                        out.extend(rest.iter().map(|f| format!("{key}; {f}")));
+                    }
+                    _ => out.push(whole),
+                }
+            }
+            _ => out.push(line.trim().to_owned()),
+        }
+    }
+    out
 }
 
 /// Plain text or Markdown as citable lines: each sentence, list item or heading of its own,
@@ -582,6 +613,15 @@ mod tests {
             jsonl_units("{\"code\": \"E04\", \"meaning\": \"Low flow\", \"level\": 2}\n\n"),
             ["code: E04; meaning: Low flow; level: 2"]
         );
+        // A record too long to quote whole is cited field by field, each led by its first.
+        let long = format!(
+            "{{\"branch\": \"North\", \"address\": \"1 Road\", \"hours\": \"{}\"}}",
+            "x".repeat(RECORD_LINE)
+        );
+        let units = jsonl_units(&long);
+        assert_eq!(units.len(), 2);
+        assert_eq!(units[0], "branch: North; address: 1 Road");
+        assert!(units[1].starts_with("branch: North; hours: xxx"));
         assert_eq!(
             sentences("Dr. Lee signed it. It was 2.5 m long."),
             ["Dr. Lee signed it.", "It was 2.5 m long."]

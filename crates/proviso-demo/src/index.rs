@@ -47,9 +47,18 @@ impl TextIndex {
     /// out.
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        // A question's word also finds the everyday words that ask for the same thing
+        // (`borrow` finds `lent`).
+        let mut expanded = query.to_owned();
+        for word in proviso_contract::lexicon::words(query) {
+            for related in proviso_contract::lexicon::related_words(word) {
+                expanded.push(' ');
+                expanded.push_str(related);
+            }
+        }
         let mut hits: Vec<Hit> = self
             .engine
-            .search(query, self.len)
+            .search(&expanded, self.len)
             .into_iter()
             .filter(|r| r.score > 0.0)
             .map(|r| Hit {

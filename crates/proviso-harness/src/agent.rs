@@ -86,7 +86,7 @@ fn cite_result(done: &mut ExecutedCall, index: usize, store: &mut SourceStore) -
 
 /// Most observed lines a grounded answer grammar offers, the most relevant to the question
 /// first: a small model chooses better among a few.
-const CITABLE_LINES: usize = 4;
+const CITABLE_LINES: usize = 1;
 use crate::toolbox::{ToolFailure, ToolOutcome, Toolbox};
 pub use proviso_contract::Message;
 
@@ -790,7 +790,8 @@ impl Agent {
                                 json!({"call_id": done.call.id(), "tool": done.call.name(), "same_result_as": first})
                             }
                             None => {
-                                json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": done.outcome})
+                                let outcome = steer::shown_outcome(&done.outcome, asked.as_ref());
+                                json!({"call_id": done.call.id(), "tool": done.call.name(), "outcome": outcome})
                             }
                         };
                         messages.push(Message::tool(content.to_string()));

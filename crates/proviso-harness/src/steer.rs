@@ -283,9 +283,14 @@ pub(crate) fn next_read(
             continue;
         };
         let pick = all.into_iter().find(|arguments| {
-            let ran = executed
-                .iter()
-                .any(|e| e.call.name() == name && e.call.arguments() == arguments);
+            // A read of the version in force, named or not, is the same read.
+            let wanted = read_versions(arguments, store);
+            let ran = executed.iter().any(|e| {
+                e.call.name() == name
+                    && (e.call.arguments() == arguments
+                        || (!wanted.is_empty()
+                            && read_versions(e.call.arguments(), store) == wanted))
+            });
             let object = Value::Object(arguments.clone());
             let mut values = Vec::new();
             strings(&object, &mut values);
@@ -301,6 +306,83 @@ pub(crate) fn next_read(
         }
     }
     None
+}
+
+/// The versions of sources a read's arguments name: each source its string values name,
+/// with the version they name or, when they name none of its versions, the one in force.
+fn read_versions(
+    arguments: &Map<String, Value>,
+    store: &SourceStore,
+) -> BTreeSet<(String, String)> {
+    let object = Value::Object(arguments.clone());
+    let mut values = Vec::new();
+    strings(&object, &mut values);
+    let mut out = BTreeSet::new();
+    for v in &values {
+        let versions = store.versions(v);
+        if versions.is_empty() {
+            continue;
+        }
+        let named = versions
+            .iter()
+            .find(|d| values.iter().any(|w| *w == d.version()))
+            .or_else(|| versions.iter().find(|d| d.in_force()));
+        if let Some(d) = named {
+            out.insert(((*v).to_owned(), d.version().to_owned()));
+        }
+    }
+    out
+}
+
+/// Most lines of one read shown to the model.
+const SHOWN_LINES: usize = 12;
+
+/// The outcome as the model is shown it: a result holding more than [`SHOWN_LINES`]
+/// numbered lines (`lines`, as a read returns them) shows the ones that share the most
+/// words with the question, in their order, and says how many it leaves out. The run keeps
+/// the whole result, so every line stays citable: the answer's grammar offers the lines
+/// ranked against the question, and a whole document in a small model's context only slows
+/// every later step and crowds out the question.
+pub(crate) fn shown_outcome(outcome: &ToolOutcome, question: Option<&Question>) -> Value {
+    let whole = serde_json::to_value(outcome).unwrap_or(Value::Null);
+    let (Some(question), ToolOutcome::Ok { result }) = (question, outcome) else {
+        return whole;
+    };
+    let Some(lines) = result.get("lines").and_then(Value::as_array) else {
+        return whole;
+    };
+    if lines.len() <= SHOWN_LINES {
+        return whole;
+    }
+    let terms: BTreeSet<&String> = question.terms().iter().collect();
+    let mut scored: Vec<(usize, usize)> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let text = line.get("text").and_then(Value::as_str).unwrap_or("");
+            let shared: BTreeSet<String> = content_stems(text)
+                .into_iter()
+                .filter(|s| terms.contains(s))
+                .collect();
+            (shared.len(), i)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut kept: Vec<usize> = scored.iter().take(SHOWN_LINES).map(|(_, i)| *i).collect();
+    kept.sort_unstable();
+    let mut shown = result.clone();
+    if let Some(map) = shown.as_object_mut() {
+        map.insert(
+            "lines".into(),
+            Value::Array(kept.iter().map(|i| lines[*i].clone()).collect()),
+        );
+        map.insert("lines_not_shown".into(), json!(lines.len() - kept.len()));
+    }
+    let mut out = whole;
+    if let Some(map) = out.as_object_mut() {
+        map.insert("result".into(), shown);
+    }
+    out
 }
 
 /// The name of a tool choice, for the trace.
@@ -475,7 +557,10 @@ pub fn rank_citations(
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
         let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
-        if !question.on_subject(source) {
+        if !question.on_subject(source)
+            || !question.citable(quote)
+            || !question.names_stated(quote, source)
+        {
             continue;
         }
         let set: BTreeSet<&String> = stems.iter().chain(subject.iter()).collect();
@@ -921,23 +1006,37 @@ fn grounded_variant(answer: &Value, policy: &EvidencePolicy, cited: &[Citable]) 
                 if target.get("pattern").is_some() {
                     continue;
                 }
-                // As many spans as fit the declared length, at most one per cited line.
-                let longest = cited
+                // As many spans as fit the declared length, at most one per cited line; a
+                // span longer than the answer may be is not offered.
+                let max_length = target
+                    .get("maxLength")
+                    .and_then(Value::as_u64)
+                    .and_then(|m| usize::try_from(m).ok());
+                let fitting: Vec<Citable> = cited
+                    .iter()
+                    .map(|c| Citable {
+                        spans: c
+                            .spans
+                            .iter()
+                            .filter(|s| max_length.is_none_or(|m| s.chars().count() + 16 <= m))
+                            .cloned()
+                            .collect(),
+                        ..c.clone()
+                    })
+                    .collect();
+                if fitting.iter().any(|c| c.spans.is_empty()) {
+                    // A cited line with nothing that fits the answer: this set cannot be
+                    // stated.
+                    return None;
+                }
+                let longest = fitting
                     .iter()
                     .flat_map(|c| c.spans.iter().map(|s| s.chars().count() + 16))
                     .max()
                     .unwrap_or(1);
-                let fit = target
-                    .get("maxLength")
-                    .and_then(Value::as_u64)
-                    .and_then(|m| usize::try_from(m).ok())
-                    .map_or(cited.len(), |m| (m + 1) / (longest + 1));
-                if fit == 0 {
-                    // Not even one span fits the answer: this set cannot be stated.
-                    return None;
-                }
-                let refs: Vec<&Citable> = cited.iter().collect();
-                let pattern = span_pattern(&refs, fit.min(cited.len()));
+                let fit = max_length.map_or(cited.len(), |m| (m + 1) / (longest + 1));
+                let refs: Vec<&Citable> = fitting.iter().collect();
+                let pattern = span_pattern(&refs, fit.clamp(1, cited.len()));
                 if let Some(map) = target.as_object_mut() {
                     map.remove("minLength");
                     map.remove("maxLength");

@@ -95,16 +95,56 @@ impl<'m> LocalProposer<'m> {
     }
 }
 
+/// `messages` with the oldest tool result not yet left out replaced by a short note (its
+/// call id kept), or `None` when every tool result already is.
+fn elide_oldest_result(
+    messages: &[proviso_contract::Message],
+) -> Option<Vec<proviso_contract::Message>> {
+    const NOTE: &str = "elided";
+    let index = messages.iter().position(|m| {
+        m.role == proviso_contract::Role::Tool
+            && serde_json::from_str::<serde_json::Value>(&m.content)
+                .map_or(true, |v| v.get(NOTE).is_none())
+    })?;
+    let mut out = messages.to_vec();
+    let old = &out[index].content;
+    let call_id = serde_json::from_str::<serde_json::Value>(old)
+        .ok()
+        .and_then(|v| v.get("call_id").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    out[index].content = serde_json::json!({
+        "call_id": call_id,
+        NOTE: format!("an earlier result of {} characters, left out so that the conversation fits the model's context", old.len()),
+    })
+    .to_string();
+    Some(out)
+}
+
 impl Proposer for LocalProposer<'_> {
     fn propose(&mut self, request: &ProposeRequest<'_>) -> Result<Proposed, ProposerError> {
-        // The harness's transcript is already in the chat template's message type.
-        let prompt = self
-            .model
-            .prompt(request.messages)
-            .map_err(|e| ProposerError {
+        // The harness's transcript is already in the chat template's message type. When it
+        // does not fit the context with room for the step, the oldest tool results are left
+        // out first (the harness keeps them: what they returned can still be cited).
+        let room = self
+            .generator
+            .engine_mut()
+            .capacity()
+            .saturating_sub(request.max_tokens.max(1));
+        let mut messages = std::borrow::Cow::Borrowed(request.messages);
+        let prompt = loop {
+            let prompt = self.model.prompt(&messages).map_err(|e| ProposerError {
                 code: "prompt_failed".into(),
                 message: e.to_string(),
             })?;
+            if prompt.len() <= room {
+                break prompt;
+            }
+            match elide_oldest_result(&messages) {
+                Some(shorter) => messages = std::borrow::Cow::Owned(shorter),
+                // Nothing left to leave out: the generator reports the prompt too long.
+                None => break prompt,
+            }
+        };
         let compiled = self.prepare(request.grammar)?.clone();
         // A rejected greedy step would come back unchanged: retries sample instead, except
         // after a loop, where greedy decoding with penalties against repetition is the
@@ -149,5 +189,33 @@ impl Proposer for LocalProposer<'_> {
 
     fn model_name(&self) -> &str {
         &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proviso_contract::{Message, Role};
+
+    #[test]
+    fn the_oldest_tool_results_are_left_out_first_and_only_once() {
+        let messages = vec![
+            Message::system("s"),
+            Message::user("q"),
+            Message::tool(r#"{"call_id":"c1","outcome":{"lines":["a long result"]}}"#),
+            Message::tool(r#"{"call_id":"c2","outcome":{"lines":["another"]}}"#),
+        ];
+        let once = elide_oldest_result(&messages).unwrap();
+        assert!(
+            once[2].content.contains("\"elided\""),
+            "{}",
+            once[2].content
+        );
+        assert!(once[2].content.contains("\"c1\""));
+        assert_eq!(once[3], messages[3]);
+        let twice = elide_oldest_result(&once).unwrap();
+        assert!(twice[3].content.contains("\"elided\""));
+        assert!(elide_oldest_result(&twice).is_none());
+        assert!(twice.iter().filter(|m| m.role == Role::Tool).count() == 2);
     }
 }
