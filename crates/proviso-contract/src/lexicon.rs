@@ -462,7 +462,7 @@ pub fn states_money(text: &str) -> bool {
     ];
     let lower = text.to_lowercase();
     let signed = lower.split_whitespace().any(|t| {
-        let t = t.trim_start_matches(|c: char| matches!(c, '(' | '-' | '+' | '~'));
+        let t = t.trim_start_matches(['(', '-', '+', '~']);
         t.starts_with(['$', '€', '£', '¥']) && t.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
     });
     let tokens = words(&lower);

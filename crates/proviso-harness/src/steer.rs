@@ -1259,4 +1259,50 @@ mod tests {
         assert_eq!(all.exhausted, vec!["read"]);
         assert!(all.registry.is_empty());
     }
+
+    #[test]
+    fn a_read_of_the_version_in_force_is_one_read_and_reads_are_shown_by_the_question() {
+        let mut store = trial_store();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "NCT05550001",
+                "r0",
+                false,
+                "An earlier record.",
+            ))
+            .unwrap();
+        let args = |v: Value| v.as_object().unwrap().clone();
+        let named = read_versions(&args(json!({"id": "NCT05550001", "version": "r1"})), &store);
+        let unnamed = read_versions(&args(json!({"id": "NCT05550001"})), &store);
+        let earlier = read_versions(&args(json!({"id": "NCT05550001", "version": "r0"})), &store);
+        assert_eq!(named, unnamed);
+        assert_ne!(named, earlier);
+        assert!(read_versions(&args(json!({"query": "migraine"})), &store).is_empty());
+
+        let question = Question::new("Why was Arm C of NCT04123456 stopped?", &store);
+        let lines: Vec<Value> = (1..=30)
+            .map(|i| {
+                let text = if i == 17 {
+                    "Arm C: stopped for liver enzymes.".to_owned()
+                } else {
+                    format!("Line {i} says nothing here.")
+                };
+                json!({"line": i, "text": text})
+            })
+            .collect();
+        let outcome = ToolOutcome::Ok {
+            result: json!({"source_id": "NCT04123456", "lines": lines}),
+        };
+        let shown = shown_outcome(&outcome, Some(&question));
+        let kept = shown["result"]["lines"].as_array().unwrap();
+        assert_eq!(kept.len(), SHOWN_LINES);
+        assert!(kept.iter().any(|l| l["line"] == 17), "{kept:?}");
+        assert_eq!(shown["result"]["lines_not_shown"], 30 - SHOWN_LINES);
+        assert_eq!(shown["status"], "ok");
+        // Without a question, or with few lines, the result is shown whole.
+        assert_eq!(
+            shown_outcome(&outcome, None),
+            serde_json::to_value(&outcome).unwrap()
+        );
+    }
 }
