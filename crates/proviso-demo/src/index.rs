@@ -7,6 +7,8 @@ use bm25::{Language, SearchEngine, SearchEngineBuilder};
 pub struct TextIndex {
     engine: SearchEngine<u32>,
     len: usize,
+    /// Every word the documents use, lower case.
+    vocabulary: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for TextIndex {
@@ -37,9 +39,15 @@ impl TextIndex {
                 bm25::Document::new(u32::try_from(i).unwrap_or(u32::MAX), text.clone())
             })
             .collect();
+        let vocabulary = documents
+            .iter()
+            .flat_map(|d| proviso_contract::lexicon::words(d))
+            .map(str::to_lowercase)
+            .collect();
         Self {
             engine: SearchEngineBuilder::<u32>::with_documents(Language::English, docs).build(),
             len: documents.len(),
+            vocabulary,
         }
     }
 
@@ -47,10 +55,14 @@ impl TextIndex {
     /// out.
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
-        // A question's word also finds the everyday words that ask for the same thing
-        // (`borrow` finds `lent`).
+        // A question's word the documents never use also finds the everyday words that ask
+        // for the same thing (`borrow` finds `lent`); a word they use is searched as itself,
+        // so expansion cannot outweigh a line that says what was asked.
         let mut expanded = query.to_owned();
-        for word in proviso_contract::lexicon::words(query) {
+        for word in proviso_contract::lexicon::words(query)
+            .into_iter()
+            .filter(|w| !self.vocabulary.contains(&w.to_lowercase()))
+        {
             for related in proviso_contract::lexicon::related_words(word) {
                 expanded.push(' ');
                 expanded.push_str(related);
@@ -88,5 +100,17 @@ mod tests {
         assert!(hits.iter().all(|h| h.index != 0), "no shared term, no hit");
         // Stemming: "injection" finds "injections".
         assert_eq!(index.search("injection", 3)[0].index, 0);
+    }
+
+    #[test]
+    fn a_word_the_documents_never_use_finds_its_everyday_relatives() {
+        let index = TextIndex::new(&[
+            "DVDs are lent for 7 days.".into(),
+            "The shop sells DVDs.".into(),
+        ]);
+        // `borrow` is never written; `lent` is.
+        assert_eq!(index.search("borrow", 2)[0].index, 0);
+        // `sells` is written, so it is searched as itself only.
+        assert_eq!(index.search("sells", 2).len(), 1);
     }
 }
