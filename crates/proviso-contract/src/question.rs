@@ -380,15 +380,21 @@ impl Question {
         let mut sources: BTreeMap<&str, (BTreeSet<String>, BTreeSet<String>, String)> =
             BTreeMap::new();
         let mut superseded: Vec<&str> = Vec::new();
+        // Every line, lower case, and each source's title (its first line), lower case.
+        let mut all_lines: Vec<String> = Vec::new();
+        let mut titles: BTreeMap<String, String> = BTreeMap::new();
         for d in store.documents() {
             let entry = sources.entry(d.source_id()).or_default();
             for line in d.lines() {
+                let lower = line.to_lowercase();
                 entry.0.extend(content_stems(line));
-                entry.2.push_str(&line.to_lowercase());
+                entry.2.push_str(&lower);
                 entry.2.push('\n');
+                all_lines.push(lower);
             }
             if let Some(title) = d.lines().iter().find(|l| !l.trim().is_empty()) {
                 entry.1.extend(content_stems(title));
+                titles.insert(d.source_id().to_owned(), title.to_lowercase());
             }
             if !d.in_force() {
                 superseded.push(d.version());
@@ -419,14 +425,9 @@ impl Question {
             .collect();
         // Ids: tokens with a letter and a digit (`NCT05550001`, `VELA-2`, `E04`) that a
         // source states.
-        let ids: Vec<String> = raw
-            .iter()
-            .filter(|t| {
-                t.chars().any(|c| c.is_ascii_digit())
-                    && t.chars().any(char::is_alphabetic)
-                    && sources.values().any(|s| s.2.contains(t.as_str()))
-            })
-            .cloned()
+        let ids: Vec<String> = id_tokens(question)
+            .into_iter()
+            .filter(|t| sources.values().any(|s| s.2.contains(t.as_str())))
             .collect();
         let limit = (sources.len() / 4).max(1);
         let names: Vec<(String, f64)> = if sources.len() < 4 {
@@ -537,10 +538,6 @@ impl Question {
         // Proper names: capitalized words after the first (`Northgate`, `DSMB`), not a
         // label's letter, kept when at most one line in ten states them; a name no line
         // states at all means the sources cannot answer.
-        let all_lines: Vec<String> = store
-            .documents()
-            .flat_map(|d| d.lines().iter().map(|l| l.to_lowercase()))
-            .collect();
         let mut proper: Vec<String> = Vec::new();
         let mut unstated: Vec<String> = Vec::new();
         for (i, w) in words(question).into_iter().enumerate() {
@@ -563,15 +560,6 @@ impl Question {
                 proper.push(lower);
             }
         }
-        let titles: BTreeMap<String, String> = store
-            .documents()
-            .filter_map(|d| {
-                d.lines()
-                    .iter()
-                    .find(|l| !l.trim().is_empty())
-                    .map(|t| (d.source_id().to_owned(), t.to_lowercase()))
-            })
-            .collect();
         let sources = if ids.is_empty() && names.is_empty() {
             BTreeMap::new()
         } else {

@@ -101,17 +101,19 @@ fn elide_oldest_result(
     messages: &[proviso_contract::Message],
 ) -> Option<Vec<proviso_contract::Message>> {
     const NOTE: &str = "elided";
-    let index = messages.iter().position(|m| {
-        m.role == proviso_contract::Role::Tool
-            && serde_json::from_str::<serde_json::Value>(&m.content)
-                .map_or(true, |v| v.get(NOTE).is_none())
+    let (index, parsed) = messages.iter().enumerate().find_map(|(i, m)| {
+        if m.role != proviso_contract::Role::Tool {
+            return None;
+        }
+        let parsed = serde_json::from_str::<serde_json::Value>(&m.content).ok();
+        let elided = parsed.as_ref().is_some_and(|v| v.get(NOTE).is_some());
+        (!elided).then_some((i, parsed))
     })?;
-    let mut out = messages.to_vec();
-    let old = &out[index].content;
-    let call_id = serde_json::from_str::<serde_json::Value>(old)
-        .ok()
+    let call_id = parsed
         .and_then(|v| v.get("call_id").cloned())
         .unwrap_or(serde_json::Value::Null);
+    let mut out = messages.to_vec();
+    let old = &out[index].content;
     out[index].content = serde_json::json!({
         "call_id": call_id,
         NOTE: format!("an earlier result of {} characters, left out so that the conversation fits the model's context", old.len()),
