@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use proviso::decode::{CompileOptions, Constrainer, ModelTokEnv};
+use proviso::decode::{CompileOptions, Constrainer};
 use proviso::LocalModel;
 use serde_json::json;
 
@@ -106,8 +106,8 @@ pub(crate) fn run(command: &BenchCommand) -> Result<ExitCode> {
             // Instances are walked with the model's tokenization of their compact JSON, which
             // need not be the tokenization forced tokens would give; so the walk uses masks
             // that allow every tokenization.
-            let constrainer = Constrainer::new(
-                ModelTokEnv::any_tokenization(local.tokenizer().clone()),
+            let constrainer = Constrainer::any_tokenization(
+                local.tokenizer().clone(),
                 &CompileOptions::default(),
             )?;
             let options = proviso_eval::maskbench::Options {

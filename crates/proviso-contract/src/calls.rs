@@ -9,10 +9,10 @@
 use serde_json::{Map, Value};
 
 use crate::code::Code;
-use crate::contract::{GateStatus, Verdict};
 use crate::intent::{Intent, IntentClass, ToolCall};
 use crate::rejection::{Gate, Location, Rejection, Violation};
 use crate::schema::CompiledSchema;
+use crate::verdict::{GateStatus, Verdict};
 
 /// One call as a call format read it, before any schema check.
 #[derive(Debug, Clone, PartialEq)]

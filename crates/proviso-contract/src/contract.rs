@@ -10,9 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proviso_json::{ParseErrorKind, ParseOptions};
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use proviso_json::ParseOptions;
 use serde_json::Value;
 
 use crate::calls;
@@ -25,6 +23,7 @@ use crate::rejection::{Gate, Location, Rejection, Violation};
 use crate::rules::{self, Rule};
 use crate::schema::{CompiledSchema, SchemaOptions};
 use crate::transport::{self, Payload, TransportedArguments};
+use crate::verdict::{GateStatus, Progress, Verdict};
 
 /// What an accepted output becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,229 +207,6 @@ pub enum Output<'a> {
     Text(&'a [u8]),
     /// A provider response envelope (an OpenAI-style chat completion, or a message) as JSON.
     Envelope(&'a [u8]),
-}
-
-/// How far a check got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GateStatus {
-    /// The gate ran and passed.
-    Passed,
-    /// The gate ran and failed.
-    Failed,
-    /// The gate does not apply to this contract or input.
-    NotApplicable,
-    /// The gate applies but was explicitly skipped (evidence without a store).
-    Skipped,
-}
-
-/// The outcome of checking one output: an intent, or a rejection naming its gate.
-///
-/// An accepted tool request comes only out of the gates ([`Contract::check`] or
-/// [`judge_calls`](crate::judge_calls), which runs the declared tools' schema gate first).
-/// Anyone may record a rejection, or accept an intent that makes no call, but a tool
-/// request cannot be assembled by hand:
-///
-/// ```compile_fail
-/// use proviso_contract::{Intent, Verdict};
-/// let request = Intent::ToolRequest { calls: Vec::new(), rationale: None };
-/// let verdict = Verdict::from_parts(Vec::new(), Ok(request));
-/// ```
-///
-/// ```compile_fail
-/// use proviso_contract::{Intent, Verdict};
-/// let request = Intent::ToolRequest { calls: Vec::new(), rationale: None };
-/// let verdict = Verdict { outcome: Ok(request), gates: Vec::new() };
-/// ```
-///
-/// and [`Verdict::without_calls`] turns one into a rejection:
-///
-/// ```
-/// use proviso_contract::{Code, Intent, IntentClass, ToolCall, Verdict};
-/// let call = ToolCall::new(None, "drop_table".into(), Default::default(), IntentClass::Mutate);
-/// let request = Intent::ToolRequest { calls: vec![call], rationale: None };
-/// let verdict = Verdict::without_calls(Vec::new(), request);
-/// assert!(!verdict.accepted());
-/// assert_eq!(verdict.rejection().unwrap().code(), &Code::UnsupportedIntent);
-/// ```
-#[derive(Debug, Clone)]
-pub struct Verdict {
-    outcome: Result<Intent, Rejection>,
-    gates: Vec<(Gate, GateStatus)>,
-}
-
-impl Verdict {
-    /// A rejection recorded by another pipeline over the same gates (the tool gate, the
-    /// harness): `gates` lists each gate that ran, in order, and how it went. The
-    /// rejection's gate is marked failed if the list does not already say so.
-    #[must_use]
-    pub fn rejected(mut gates: Vec<(Gate, GateStatus)>, rejection: Rejection) -> Self {
-        if !gates
-            .iter()
-            .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
-        {
-            gates.push((rejection.gate(), GateStatus::Failed));
-        }
-        Self {
-            outcome: Err(rejection),
-            gates,
-        }
-    }
-
-    /// Accepts a step that makes no call (a final answer, a clarification, a plan update,
-    /// an abort) after another pipeline's gates passed it. A tool request is refused here
-    /// (`unsupported_intent`): it is accepted only through the schema gate of
-    /// [`judge_calls`](crate::judge_calls).
-    #[must_use]
-    pub fn without_calls(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
-        if matches!(intent, Intent::ToolRequest { .. }) {
-            return Self::rejected(
-                gates,
-                Rejection::new(
-                    Gate::Application,
-                    Code::UnsupportedIntent,
-                    "a tool request is accepted only through the declared tools' schema gate",
-                    Location::default(),
-                ),
-            );
-        }
-        Self::sealed(gates, intent)
-    }
-
-    /// An accepted verdict; only the gates of this crate make one.
-    pub(crate) fn sealed(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
-        Self {
-            outcome: Ok(intent),
-            gates,
-        }
-    }
-
-    /// Whether every gate passed.
-    #[must_use]
-    pub fn accepted(&self) -> bool {
-        self.outcome.is_ok()
-    }
-
-    /// The intent, when accepted.
-    #[must_use]
-    pub fn intent(&self) -> Option<&Intent> {
-        self.outcome.as_ref().ok()
-    }
-
-    /// The rejection, when rejected.
-    #[must_use]
-    pub fn rejection(&self) -> Option<&Rejection> {
-        self.outcome.as_ref().err()
-    }
-
-    /// Each gate and how it went, in order.
-    #[must_use]
-    pub fn gates(&self) -> &[(Gate, GateStatus)] {
-        &self.gates
-    }
-
-    /// The outcome as a `Result`.
-    pub fn into_result(self) -> Result<Intent, Rejection> {
-        self.outcome
-    }
-
-    /// The failed gate (`None` when accepted).
-    #[must_use]
-    pub fn gate(&self) -> Option<Gate> {
-        self.rejection().map(Rejection::gate)
-    }
-
-    /// The rejection's code (`None` when accepted).
-    #[must_use]
-    pub fn code(&self) -> Option<&Code> {
-        self.rejection().map(Rejection::code)
-    }
-}
-
-impl Serialize for Verdict {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("accepted", &self.accepted())?;
-        map.serialize_entry("gate", &self.gate())?;
-        // On the wire an accepted verdict's code reads `accepted`, as it always has.
-        map.serialize_entry("code", self.code().map_or("accepted", Code::as_str))?;
-        match &self.outcome {
-            Ok(intent) => {
-                map.serialize_entry("message", &format!("accepted as {}", intent.kind()))?;
-                map.serialize_entry("intent", intent)?;
-            }
-            Err(rejection) => {
-                map.serialize_entry("message", rejection.message())?;
-                map.serialize_entry("next_step", &rejection.next_step())?;
-                let location = rejection.location();
-                if location != &Location::default() {
-                    map.serialize_entry("location", location)?;
-                }
-                if let Some(refusal) = rejection.refusal() {
-                    map.serialize_entry("refusal", refusal)?;
-                }
-                if !rejection.violations().is_empty() {
-                    map.serialize_entry("violations", rejection.violations())?;
-                }
-            }
-        }
-        map.serialize_entry("gates", &OrderedGates(&self.gates))?;
-        map.end()
-    }
-}
-
-/// Serializes the gate list as an object in pipeline order.
-struct OrderedGates<'a>(&'a [(Gate, GateStatus)]);
-
-impl Serialize for OrderedGates<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (gate, status) in self.0 {
-            map.serialize_entry(gate.as_str(), status)?;
-        }
-        map.end()
-    }
-}
-
-/// The gates of the contract pipeline, in order.
-const PIPELINE: [Gate; 5] = [
-    Gate::Transport,
-    Gate::Parse,
-    Gate::Schema,
-    Gate::Application,
-    Gate::Evidence,
-];
-
-/// Records gate outcomes as the check proceeds.
-struct Progress {
-    gates: Vec<(Gate, GateStatus)>,
-}
-
-impl Progress {
-    fn new() -> Self {
-        Self {
-            gates: Vec::with_capacity(PIPELINE.len()),
-        }
-    }
-
-    fn mark(&mut self, gate: Gate, status: GateStatus) {
-        self.gates.push((gate, status));
-    }
-
-    fn reject(mut self, rejection: Rejection) -> Verdict {
-        self.mark(rejection.gate(), GateStatus::Failed);
-        Verdict {
-            outcome: Err(rejection),
-            gates: self.gates,
-        }
-    }
-
-    fn accept(self, intent: Intent) -> Verdict {
-        Verdict {
-            outcome: Ok(intent),
-            gates: self.gates,
-        }
-    }
 }
 
 impl Contract {
@@ -691,9 +467,12 @@ impl Contract {
                     match proviso_json::parse(text.as_bytes(), &self.parse) {
                         Ok(v) => v,
                         Err(e) => {
-                            return progress.reject(parse_rejection(&e).with_instance_path(
-                                &format!("{}/function/arguments", call.pointer),
-                            ))
+                            return progress.reject(
+                                Rejection::from_parse_error(&e).with_instance_path(&format!(
+                                    "{}/function/arguments",
+                                    call.pointer
+                                )),
+                            )
                         }
                     }
                 }
@@ -773,7 +552,7 @@ impl Contract {
         // Gate 2: parse.
         let value = match proviso_json::parse(text, &self.parse) {
             Ok(value) => value,
-            Err(e) => return progress.reject(parse_rejection(&e)),
+            Err(e) => return progress.reject(Rejection::from_parse_error(&e)),
         };
         progress.mark(Gate::Parse, GateStatus::Passed);
         let locate = |violation: Violation| {
@@ -901,34 +680,5 @@ impl Contract {
             }
         }
         progress.accept(intent)
-    }
-}
-
-pub(crate) fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
-    let location = Location::at(e.position());
-    match e.kind() {
-        // Both places a duplicated key was written are reported, first one first.
-        ParseErrorKind::DuplicateKey {
-            key,
-            pointer,
-            first,
-        } => {
-            let at = |position: proviso_json::Position, which: &str| Violation {
-                code: Code::from(e.kind()),
-                keyword: None,
-                message: format!("{which} occurrence of key {key:?}"),
-                location: Location {
-                    instance_path: Some(pointer.clone()),
-                    ..Location::at(position)
-                },
-            };
-            let location = Location {
-                instance_path: Some(pointer.clone()),
-                ..location
-            };
-            Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location)
-                .with_violations(vec![at(*first, "first"), at(e.position(), "second")])
-        }
-        _ => Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location),
     }
 }

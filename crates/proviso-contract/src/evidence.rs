@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use crate::code::Code;
 use crate::error::ContractError;
-use crate::question::Question;
 use crate::rejection::{Location, Violation};
 
 /// One version of one source document, split into lines (line 1 is the first).
@@ -275,29 +274,33 @@ impl EvidencePolicy {
             .collect()
     }
 
+    /// Where the citations are in an answer (a JSON pointer).
+    pub(crate) fn citations_pointer(&self) -> &str {
+        &self.citations
+    }
+
     /// Checks `answer` against `store`, returning every problem found.
     #[must_use]
     pub fn check(&self, answer: &Value, store: &SourceStore) -> Vec<Violation> {
-        self.check_for(answer, store, None)
+        self.check_citations(answer, store, false).violations
     }
 
-    /// Checks `answer` against `store` as the answer to `question`, when there is one: a
-    /// superseded version may then be cited if the question asks about one, and the
-    /// answer-relevance rule ([`Question::judge`]) applies.
-    #[must_use]
-    pub fn check_for(
+    /// Checks the citations and claims of `answer` against `store` (`superseded_ok`: a
+    /// superseded version may be cited). What the question adds is in
+    /// `EvidencePolicy::check_for`, beside [`crate::Question`], so this module does not
+    /// depend on the question's reading.
+    pub(crate) fn check_citations(
         &self,
         answer: &Value,
         store: &SourceStore,
-        question: Option<&Question>,
-    ) -> Vec<Violation> {
+        superseded_ok: bool,
+    ) -> Checked {
         let mut violations = Vec::new();
         let mut quoted = String::new();
         let citations = answer
             .pointer(&self.citations)
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
-        let superseded_ok = question.is_some_and(Question::asks_earlier_version);
         let mut cited: Vec<(String, String, String)> = Vec::new();
         for (i, citation) in citations.iter().enumerate() {
             let base = format!("{}/{i}", self.citations);
@@ -368,24 +371,29 @@ impl EvidencePolicy {
                 }
             }
         }
-        if let (Some(question), true) = (question, violations.is_empty()) {
-            // The answer's text is its first text claim; without one, the quotes speak.
-            let text = self
-                .claims
-                .iter()
-                .find_map(|c| match c {
-                    Claim::Text(p) => answer.pointer(p).and_then(Value::as_str),
-                    Claim::Amount { .. } => None,
-                })
-                .map_or_else(|| quoted.clone(), str::to_owned);
-            let cited: Vec<(&str, &str, &str)> = cited
-                .iter()
-                .map(|(s, v, q)| (s.as_str(), v.as_str(), q.as_str()))
-                .collect();
-            violations.extend(question.judge(&text, &cited, store, &self.citations));
+        // The answer's text is its first text claim; without one, the quotes speak.
+        let text = self
+            .claims
+            .iter()
+            .find_map(|c| match c {
+                Claim::Text(p) => answer.pointer(p).and_then(Value::as_str),
+                Claim::Amount { .. } => None,
+            })
+            .map_or(quoted, str::to_owned);
+        Checked {
+            violations,
+            text,
+            cited,
         }
-        violations
     }
+}
+
+/// What [`EvidencePolicy::check_citations`] found: the violations, the answer's text, and
+/// each valid citation as (source, version, quoted line).
+pub(crate) struct Checked {
+    pub(crate) violations: Vec<Violation>,
+    pub(crate) text: String,
+    pub(crate) cited: Vec<(String, String, String)>,
 }
 
 fn check_citation(

@@ -45,13 +45,12 @@ mod rejection;
 mod rules;
 mod schema;
 mod transport;
+mod verdict;
 
 pub use answer::{Answer, AnswerStatus, Citation, KA_ANSWER_V1, KA_ANSWER_V2};
 pub use calls::{judge_calls, CallKeys, ProposedCall, ToolCatalog};
 pub use code::Code;
-pub use contract::{
-    Contract, ContractBuilder, DeclaredTool, GateStatus, Output, OutputKind, Verdict, VersionCheck,
-};
+pub use contract::{Contract, ContractBuilder, DeclaredTool, Output, OutputKind, VersionCheck};
 pub use error::ContractError;
 pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
@@ -61,3 +60,4 @@ pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};
 pub use transport::{open_envelope, Finish, Payload, TransportedArguments, TransportedCall};
+pub use verdict::{GateStatus, Verdict};

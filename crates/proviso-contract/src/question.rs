@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::code::Code;
-use crate::evidence::SourceStore;
+use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, is_function_word, is_heading, states_extent,
     states_money, stem, times, words,
@@ -361,6 +361,38 @@ pub struct Question {
     /// [`Question::on_subject`]; read once, kept only when the question has a subject.
     #[serde(skip)]
     sources: BTreeMap<String, (BTreeSet<String>, String)>,
+}
+
+impl EvidencePolicy {
+    /// Checks `answer` against `store` as the answer to `question`, when there is one: a
+    /// superseded version may then be cited if the question asks about one, and the
+    /// answer-relevance rule ([`Question::judge`]) applies once the citations and claims
+    /// hold.
+    #[must_use]
+    pub fn check_for(
+        &self,
+        answer: &serde_json::Value,
+        store: &SourceStore,
+        question: Option<&Question>,
+    ) -> Vec<Violation> {
+        let superseded_ok = question.is_some_and(Question::asks_earlier_version);
+        let checked = self.check_citations(answer, store, superseded_ok);
+        let mut violations = checked.violations;
+        if let (Some(question), true) = (question, violations.is_empty()) {
+            let cited: Vec<(&str, &str, &str)> = checked
+                .cited
+                .iter()
+                .map(|(s, v, q)| (s.as_str(), v.as_str(), q.as_str()))
+                .collect();
+            violations.extend(question.judge(
+                &checked.text,
+                &cited,
+                store,
+                self.citations_pointer(),
+            ));
+        }
+        violations
+    }
 }
 
 impl Question {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use proviso_json::ParseErrorKind;
 use serde::Serialize;
 
 use crate::code::Code;
@@ -240,7 +241,7 @@ impl Rejection {
     /// duplicated key, both places the key was written).
     #[must_use]
     pub fn from_parse_error(error: &proviso_json::ParseError) -> Self {
-        crate::contract::parse_rejection(error)
+        parse_rejection(error)
     }
 
     /// The first gate that failed.
@@ -283,5 +284,34 @@ impl Rejection {
     #[must_use]
     pub fn refusal(&self) -> Option<&str> {
         self.0.refusal.as_deref()
+    }
+}
+
+fn parse_rejection(e: &proviso_json::ParseError) -> Rejection {
+    let location = Location::at(e.position());
+    match e.kind() {
+        // Both places a duplicated key was written are reported, first one first.
+        ParseErrorKind::DuplicateKey {
+            key,
+            pointer,
+            first,
+        } => {
+            let at = |position: proviso_json::Position, which: &str| Violation {
+                code: Code::from(e.kind()),
+                keyword: None,
+                message: format!("{which} occurrence of key {key:?}"),
+                location: Location {
+                    instance_path: Some(pointer.clone()),
+                    ..Location::at(position)
+                },
+            };
+            let location = Location {
+                instance_path: Some(pointer.clone()),
+                ..location
+            };
+            Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location)
+                .with_violations(vec![at(*first, "first"), at(e.position(), "second")])
+        }
+        _ => Rejection::new(Gate::Parse, Code::from(e.kind()), e.message(), location),
     }
 }

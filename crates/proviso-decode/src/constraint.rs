@@ -15,6 +15,9 @@ use llguidance::toktrie::TokEnv;
 use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
 use serde_json::Value;
 
+use crate::engine::{TokenId, Tokenizer};
+use crate::tokenizer::ModelTokEnv;
+
 /// What the output must match.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -43,8 +46,9 @@ pub struct CompileOptions {
     /// up to `n` whitespace characters in each gap instead, for pretty-printed output.
     pub max_json_whitespace: Option<usize>,
     /// Bounds on grammar size and per-token work, so that a pathological schema fails in
-    /// bounded time instead of stalling generation.
-    pub limits: ParserLimits,
+    /// bounded time instead of stalling generation. llguidance's own type, so not public:
+    /// proviso's API does not carry its dependencies' types.
+    pub(crate) limits: ParserLimits,
     /// Bounds on `$ref` chains in JSON schemas, checked before llguidance resolves them
     /// (in a JSON Schema constraint and in every `%json` block of a Lark grammar alike).
     pub schema_limits: proviso_json::refs::SchemaLimits,
@@ -73,10 +77,19 @@ impl CompileOptions {
         self
     }
 
-    /// Sets [`CompileOptions::limits`].
+    /// Sets the largest grammar (in llguidance's grammar symbols) a constraint may compile
+    /// to; a larger one is [`ConstraintError::Invalid`].
     #[must_use]
-    pub fn limits(mut self, limits: ParserLimits) -> Self {
-        self.limits = limits;
+    pub fn max_grammar_size(mut self, symbols: usize) -> Self {
+        self.limits.max_grammar_size = symbols;
+        self
+    }
+
+    /// Sets the lexer work a compile may spend building the lexer before it is refused as
+    /// [`ConstraintError::Invalid`].
+    #[must_use]
+    pub fn initial_lexer_fuel(mut self, fuel: u64) -> Self {
+        self.limits.initial_lexer_fuel = fuel;
         self
     }
 
@@ -194,9 +207,29 @@ impl std::fmt::Debug for Compiled {
 
 impl Compiled {
     /// A fresh matcher in the start state.
-    #[must_use]
-    pub fn matcher(&self) -> Matcher {
+    pub(crate) fn matcher(&self) -> Matcher {
         self.matcher.clone()
+    }
+
+    /// Whether the grammar accepts `tokens` as a complete output, walking them token by
+    /// token as generation does: the mask is computed before each token (`on_mask` is given
+    /// the time each took) and the token must be allowed by it.
+    pub fn accepts(&self, tokens: &[TokenId], on_mask: &mut dyn FnMut(Duration)) -> bool {
+        let mut matcher = self.matcher();
+        for &token in tokens {
+            if matcher.is_stopped() {
+                return false;
+            }
+            let start = Instant::now();
+            let Ok(mask) = matcher.compute_mask() else {
+                return false;
+            };
+            on_mask(start.elapsed());
+            if !mask.is_allowed(token) || matcher.consume_token(token).is_err() {
+                return false;
+            }
+        }
+        matcher.is_stopped() || matcher.is_accepting().unwrap_or(false)
     }
 
     /// Schema keywords the grammar did not enforce during decoding (only under `relax`); the
@@ -228,12 +261,34 @@ impl std::fmt::Debug for Constrainer {
 }
 
 impl Constrainer {
-    /// A constrainer over `tok_env` with the limits of `options`.
+    /// A constrainer for generating with `tokenizer`, the model's own: its tokenization is
+    /// canonical, so the grammar may force tokens (fed in one batch, not sampled).
     ///
     /// # Errors
     ///
     /// [`ConstraintError::Tokenizer`] if llguidance rejects the tokenizer.
-    pub fn new(tok_env: TokEnv, options: &CompileOptions) -> Result<Self, ConstraintError> {
+    pub fn new(
+        tokenizer: Arc<dyn Tokenizer>,
+        options: &CompileOptions,
+    ) -> Result<Self, ConstraintError> {
+        Self::over(ModelTokEnv::canonical(tokenizer), options)
+    }
+
+    /// A constrainer for walking arbitrary token sequences of `tokenizer` (benchmarks and
+    /// suites, never generation): masks allow every tokenization of the allowed bytes, and
+    /// nothing is forced.
+    ///
+    /// # Errors
+    ///
+    /// [`ConstraintError::Tokenizer`] if llguidance rejects the tokenizer.
+    pub fn any_tokenization(
+        tokenizer: Arc<dyn Tokenizer>,
+        options: &CompileOptions,
+    ) -> Result<Self, ConstraintError> {
+        Self::over(ModelTokEnv::any_tokenization(tokenizer), options)
+    }
+
+    fn over(tok_env: TokEnv, options: &CompileOptions) -> Result<Self, ConstraintError> {
         let mut factory = ParserFactory::new(
             &tok_env,
             llguidance::toktrie::InferenceCapabilities {
@@ -254,10 +309,10 @@ impl Constrainer {
         })
     }
 
-    /// The tokenizer environment.
+    /// `text` in the tokenizer's tokens.
     #[must_use]
-    pub fn tok_env(&self) -> &TokEnv {
-        &self.tok_env
+    pub fn tokenize(&self, text: &[u8]) -> Vec<TokenId> {
+        self.tok_env.tokenize_bytes(text)
     }
 
     /// Compiles `spec`.
@@ -389,7 +444,7 @@ impl TextChecker {
             std::sync::OnceLock::new();
         let constrainer = BYTES
             .get_or_init(|| {
-                Constrainer::new(
+                Constrainer::over(
                     llguidance::toktrie::ApproximateTokEnv::single_byte_env(),
                     &CompileOptions::default(),
                 )

@@ -11,6 +11,7 @@ mod constraint;
 mod engine;
 mod generate;
 mod sample;
+pub mod testing;
 mod tokenizer;
 mod wrap;
 
@@ -24,7 +25,5 @@ pub use generate::{
     GenerateError, GenerateOptions, Generation, Generator, RepetitionLimit, Stats, StopReason,
     TokenLogprob,
 };
-pub use llguidance;
 pub use sample::{Dry, Sampler, Sampling};
-pub use tokenizer::ModelTokEnv;
 pub use wrap::WrapUp;

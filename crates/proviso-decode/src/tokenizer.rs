@@ -9,7 +9,7 @@ use crate::engine::{TokenId, Tokenizer};
 /// llguidance's view of a model tokenizer: the token trie (bytes of every token, control
 /// tokens behind the `0xFF` marker so grammar text can never produce them) and the model's
 /// real tokenize function, so forced tokens are the model's canonical tokens.
-pub struct ModelTokEnv {
+pub(crate) struct ModelTokEnv {
     trie: TokTrie,
     tokenizer: Arc<dyn Tokenizer>,
     canonical: bool,
@@ -31,7 +31,7 @@ impl ModelTokEnv {
     /// Never for a tokenizer with at least one end token; a vocabulary without one is
     /// given token 0 as its end (and cannot end a constrained generation early).
     #[must_use]
-    pub fn canonical(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
+    pub(crate) fn canonical(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
         Self::build(tokenizer, true)
     }
 
@@ -39,7 +39,7 @@ impl ModelTokEnv {
     /// then forces no tokens and its masks allow every tokenization of the allowed bytes.
     /// Used to walk arbitrary token sequences (benchmarks), never for generation.
     #[must_use]
-    pub fn any_tokenization(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
+    pub(crate) fn any_tokenization(tokenizer: Arc<dyn Tokenizer>) -> TokEnv {
         Self::build(tokenizer, false)
     }
 

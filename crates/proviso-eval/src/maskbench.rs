@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use proviso::decode::llguidance::toktrie::TokenId;
 use proviso::decode::{CompileOptions, Constrainer, ConstraintError, ConstraintSpec};
 use proviso::{CompiledSchema, SchemaOptions};
 use serde::Serialize;
@@ -150,7 +149,6 @@ pub fn run(
     let mut report = Report::default();
     let mut compile_times = Vec::new();
     let mut mask_times: Vec<f64> = Vec::new();
-    let tok_env = constrainer.tok_env().clone();
     // Instances are serialized compactly, whatever the spacing of the test file; the grammar
     // therefore allows free (bounded) whitespace instead of proviso's fixed separators.
     let strict = CompileOptions::default().max_json_whitespace(Some(12));
@@ -218,9 +216,8 @@ pub fn run(
             let Ok(text) = serde_json::to_string(&test["data"]) else {
                 continue;
             };
-            let tokens = tok_env.tokenize_bytes(text.as_bytes());
-            let mut matcher = compiled.matcher();
-            let accepted = walk(&mut matcher, &tokens, &mut mask_times);
+            let tokens = constrainer.tokenize(text.as_bytes());
+            let accepted = compiled.accepts(&tokens, &mut |took| mask_times.push(elapsed_us(took)));
             if valid {
                 report.valid_instances += 1;
                 if accepted {
@@ -245,29 +242,6 @@ pub fn run(
     report.mask_us = Percentiles::of(mask_times);
     report.seconds = round(start.elapsed().as_secs_f64());
     Ok(report)
-}
-
-/// Walks `tokens` through the matcher, computing (and timing) the mask before each one.
-/// Returns whether the whole sequence is accepted as a complete match.
-fn walk(
-    matcher: &mut proviso::decode::llguidance::Matcher,
-    tokens: &[TokenId],
-    mask_times: &mut Vec<f64>,
-) -> bool {
-    for &token in tokens {
-        if matcher.is_stopped() {
-            return false;
-        }
-        let start = Instant::now();
-        let Ok(mask) = matcher.compute_mask() else {
-            return false;
-        };
-        mask_times.push(elapsed_us(start.elapsed()));
-        if !mask.is_allowed(token) || matcher.consume_token(token).is_err() {
-            return false;
-        }
-    }
-    matcher.is_stopped() || matcher.is_accepting().unwrap_or(false)
 }
 
 fn elapsed_us(d: Duration) -> f64 {

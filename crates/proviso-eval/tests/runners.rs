@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use proviso::decode::{CompileOptions, Constrainer, ModelTokEnv};
+use proviso::decode::{CompileOptions, Constrainer};
 use proviso::LocalModel;
 use proviso_eval::{decode_bench, maskbench};
 use serde_json::json;
@@ -25,11 +25,9 @@ fn maskbench_dir() -> PathBuf {
 
 #[test]
 fn maskbench_slice_has_no_defects() {
-    let constrainer = Constrainer::new(
-        ModelTokEnv::any_tokenization(local().tokenizer().clone()),
-        &CompileOptions::default(),
-    )
-    .unwrap();
+    let constrainer =
+        Constrainer::any_tokenization(local().tokenizer().clone(), &CompileOptions::default())
+            .unwrap();
     let options = maskbench::Options {
         limit: Some(40),
         filter: Some("Github_easy".into()),

@@ -123,6 +123,45 @@ impl GatewayConfig {
     }
 }
 
+/// Why a gateway could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The upstream did not answer `GET /v1/models`.
+    #[error("asking the upstream for its models: {message}")]
+    Unreachable {
+        /// The transport's message.
+        message: String,
+    },
+    /// The upstream's model list is not JSON.
+    #[error("the upstream's model list is not JSON: {message}")]
+    ModelList {
+        /// The parser's message.
+        message: String,
+    },
+    /// The upstream's model list is empty.
+    #[error("the upstream lists no model")]
+    NoModel,
+}
+
+/// A schema a [`GbnfConverter`] could not convert.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot convert the schema to GBNF: {message}")]
+#[non_exhaustive]
+pub struct GbnfError {
+    /// The converter's message.
+    pub message: String,
+}
+
+impl GbnfError {
+    /// A conversion failure with the converter's message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
 /// The gateway backend.
 #[derive(Debug)]
 pub struct GatewayBackend {
@@ -138,8 +177,8 @@ impl GatewayBackend {
     ///
     /// # Errors
     ///
-    /// A message when the upstream cannot be reached to learn its model.
-    pub fn new(config: GatewayConfig) -> Result<Self, String> {
+    /// [`GatewayError`] when the upstream cannot be reached to learn its model.
+    pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
         let trimmed = config.url.trim_end_matches('/');
         let base = if trimmed.ends_with("/v1") {
             trimmed.to_owned()
@@ -156,13 +195,17 @@ impl GatewayBackend {
                 }
                 let models: Value = request
                     .call()
-                    .map_err(|e| format!("asking the upstream for its models: {e}"))?
+                    .map_err(|e| GatewayError::Unreachable {
+                        message: e.to_string(),
+                    })?
                     .into_json()
-                    .map_err(|e| format!("the upstream's model list is not JSON: {e}"))?;
+                    .map_err(|e| GatewayError::ModelList {
+                        message: e.to_string(),
+                    })?;
                 models
                     .pointer("/data/0/id")
                     .and_then(Value::as_str)
-                    .ok_or("the upstream lists no model")?
+                    .ok_or(GatewayError::NoModel)?
                     .to_owned()
             }
         };
@@ -196,11 +239,13 @@ pub struct GatewayJob {
 pub struct GbnfConverter(Arc<Convert>);
 
 /// The conversion a [`GbnfConverter`] wraps.
-type Convert = dyn Fn(&Value) -> Result<String, String> + Send + Sync;
+type Convert = dyn Fn(&Value) -> Result<String, GbnfError> + Send + Sync;
 
 impl GbnfConverter {
     /// Wraps a conversion function.
-    pub fn new(convert: impl Fn(&Value) -> Result<String, String> + Send + Sync + 'static) -> Self {
+    pub fn new(
+        convert: impl Fn(&Value) -> Result<String, GbnfError> + Send + Sync + 'static,
+    ) -> Self {
         Self(Arc::new(convert))
     }
 
@@ -208,8 +253,8 @@ impl GbnfConverter {
     ///
     /// # Errors
     ///
-    /// The converter's message when it cannot convert the schema.
-    pub fn convert(&self, schema: &Value) -> Result<String, String> {
+    /// [`GbnfError`] when the converter cannot convert the schema.
+    pub fn convert(&self, schema: &Value) -> Result<String, GbnfError> {
         (self.0)(schema)
     }
 }
@@ -294,7 +339,7 @@ impl Backend for GatewayBackend {
     fn prepare(&self, request: &GenerationRequest) -> Result<GatewayJob, RejectedRequest> {
         let to_gbnf = |schema: &Value| {
             match &self.config.gbnf {
-            Some(converter) => converter.convert(schema),
+            Some(converter) => converter.convert(schema).map_err(|e| e.to_string()),
             None => Err(
                 "this gateway has no JSON Schema to GBNF converter, so it cannot constrain a llama.cpp upstream"
                     .to_owned(),

@@ -87,7 +87,7 @@ fn cite_result(done: &mut ExecutedCall, index: usize, store: &mut SourceStore) -
 /// Most observed lines a grounded answer grammar offers, the most relevant to the question
 /// first: a small model chooses better among a few.
 const CITABLE_LINES: usize = 1;
-use crate::toolbox::{ToolFailure, ToolOutcome, Toolbox};
+use crate::toolbox::{ExecutedCall, ToolFailure, ToolOutcome, Toolbox};
 pub use proviso_contract::Message;
 
 /// What the loop asks of the model for one step.
@@ -320,19 +320,6 @@ impl Default for AgentConfig {
             steering: Steering::default(),
         }
     }
-}
-
-/// One executed call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExecutedCall {
-    /// The step it was proposed in.
-    pub step: u64,
-    /// The accepted call.
-    pub call: ToolCall,
-    /// What running it came to.
-    pub outcome: ToolOutcome,
-    /// How long it ran.
-    pub duration_ms: u64,
 }
 
 /// How a run ended.

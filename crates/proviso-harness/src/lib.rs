@@ -17,9 +17,9 @@ mod toolbox;
 mod trace;
 
 pub use agent::{
-    Agent, AgentConfig, CounterSnapshot, Counters, Event, ExecutedCall, Message, Observer,
-    ProposeRequest, Proposed, Proposer, ProposerError, RunEnd, RunReport,
+    Agent, AgentConfig, CounterSnapshot, Counters, Event, Message, Observer, ProposeRequest,
+    Proposed, Proposer, ProposerError, RunEnd, RunReport,
 };
 pub use steer::{FinishCause, Steering, StepPlan};
-pub use toolbox::{ToolFailure, ToolOutcome, Toolbox};
+pub use toolbox::{ExecutedCall, ToolFailure, ToolOutcome, Toolbox};
 pub use trace::JsonlTrace;

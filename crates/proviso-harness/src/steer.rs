@@ -27,7 +27,7 @@ use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::agent::ExecutedCall;
+use crate::toolbox::ExecutedCall;
 use crate::toolbox::ToolOutcome;
 
 use proviso_tools::steer::{is_free_text, is_label, regex_escape, words_pattern, FINITE_LIMIT};

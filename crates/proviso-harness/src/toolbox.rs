@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use proviso_contract::IntentClass;
+use proviso_contract::{IntentClass, ToolCall};
 use proviso_tools::{GatedCall, Registry, ToolError, ToolSpec};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -229,4 +229,17 @@ impl Toolbox {
         };
         (outcome, started.elapsed())
     }
+}
+
+/// One executed call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecutedCall {
+    /// The step it was proposed in.
+    pub step: u64,
+    /// The accepted call.
+    pub call: ToolCall,
+    /// What running it came to.
+    pub outcome: ToolOutcome,
+    /// How long it ran.
+    pub duration_ms: u64,
 }

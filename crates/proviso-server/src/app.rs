@@ -24,9 +24,9 @@ use crate::backend::{
 };
 use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
-use crate::prepare::{PrepareError, Preparer};
+use crate::prepare::{panic_message, PrepareError, Preparer};
 use crate::responses;
-use crate::wire::{self, ErrorBody, InvalidRequest};
+use crate::wire::{self, custom_input, token_logprobs, ErrorBody, InvalidRequest};
 
 mod config;
 mod mcp;
@@ -35,7 +35,6 @@ mod sse;
 
 pub use config::ServerConfig;
 use render::{as_custom_call, chunk, event, full_response, Meta};
-pub(crate) use render::{custom_input, token_logprobs};
 use sse::{sse_stream, StreamState};
 
 enum WorkerEvent {
@@ -192,15 +191,6 @@ fn spawn_workers<B: Backend>(
         handles.push(handle);
     }
     Ok(Workers(handles))
-}
-
-/// The text of a panic's payload.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Serves `backend` on `listener` until `shutdown` resolves, then finishes the requests in

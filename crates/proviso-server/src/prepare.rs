@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::app::panic_message;
 use crate::backend::{Backend, GenerationRequest, RejectedRequest};
 
 /// Each compile thread's stack: far more than any schema within the `$ref` limits needs.
@@ -183,4 +182,13 @@ impl<B: Backend> Preparer<B> {
             self.plain.prepare(request, budget).await
         }
     }
+}
+
+/// The text of a panic's payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

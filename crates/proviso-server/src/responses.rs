@@ -522,7 +522,7 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
                 "logprobs": output_logprobs(choice)}]}));
     }
     for (i, call) in choice.tool_calls.iter().enumerate() {
-        items.push(match crate::app::custom_input(custom_tools, call) {
+        items.push(match crate::wire::custom_input(custom_tools, call) {
             Some(input) => {
                 json!({"type": "custom_tool_call", "id": format!("ctc_{id}_{i}"), "call_id": call.id,
                 "name": call.name, "input": input, "status": "completed"})
@@ -541,7 +541,7 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
 fn output_logprobs(choice: &ChoiceResult) -> Value {
     choice.logprobs.as_deref().map_or_else(
         || json!([]),
-        |tokens| Value::Array(crate::app::token_logprobs(tokens)),
+        |tokens| Value::Array(crate::wire::token_logprobs(tokens)),
     )
 }
 

@@ -1069,6 +1069,38 @@ pub fn usage(prompt: u64, completion: u64) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
 
+/// A call's `input` when `call` is to a custom tool (declared as a function of one string
+/// argument, `input`, which the gates have checked).
+pub(crate) fn custom_input(
+    custom_tools: &[String],
+    call: &crate::backend::ToolCallOut,
+) -> Option<String> {
+    if !custom_tools.contains(&call.name) {
+        return None;
+    }
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()?
+        .get("input")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Token log-probabilities as OpenAI writes them on chat and in Responses output text:
+/// `token`, `logprob`, `bytes` and the `top_logprobs` alternatives.
+pub(crate) fn token_logprobs(tokens: &[crate::backend::TokenLogprobOut]) -> Vec<Value> {
+    tokens
+        .iter()
+        .map(|t| {
+            let top: Vec<Value> = t
+                .top
+                .iter()
+                .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
+                .collect();
+            json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,7 +67,8 @@ mod proposer;
 /// `proviso-gateway`, which builds without llama.cpp).
 #[cfg(feature = "gateway")]
 pub use proviso_gateway::{
-    GatewayBackend, GatewayConfig, GatewayJob, GatewayWorker, GbnfConverter, UpstreamKind,
+    GatewayBackend, GatewayConfig, GatewayError, GatewayJob, GatewayWorker, GbnfConverter,
+    GbnfError, UpstreamKind,
 };
 
 /// llama.cpp's own JSON Schema to GBNF converter (`json_schema_to_grammar`), for a gateway
@@ -77,7 +78,7 @@ pub use proviso_gateway::{
 #[must_use]
 pub fn llama_gbnf() -> GbnfConverter {
     GbnfConverter::new(|schema| {
-        proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+        proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| GbnfError::new(e.to_string()))
     })
 }
 #[cfg(feature = "local")]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use proviso_contract::{Contract, Verdict};
 use proviso_decode::{
     ChatTemplate, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
-    GenerateError, GenerateOptions, Generation, Generator, Message, ModelTokEnv, Rendered, Segment,
-    StopReason, TokenId, Tokenizer,
+    GenerateError, GenerateOptions, Generation, Generator, Message, Rendered, Segment, StopReason,
+    TokenId, Tokenizer,
 };
 use proviso_llama::{LlamaEngine, LlamaError, Model, RunOptions};
 use proviso_model::{FetchError, FetchEvent, DEFAULT_MODEL};
@@ -79,8 +79,7 @@ impl LocalModel {
         };
         let model = Model::load(&path)?;
         let tokenizer = model.tokenizer();
-        let tok_env = ModelTokEnv::canonical(tokenizer.clone());
-        let constrainer = Constrainer::new(tok_env, &CompileOptions::default())?;
+        let constrainer = Constrainer::new(tokenizer.clone(), &CompileOptions::default())?;
         // A model without a usable template is still usable with raw prompts.
         let template = model.chat_template().ok().map(Arc::new);
         Ok(Self {

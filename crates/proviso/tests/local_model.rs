@@ -364,9 +364,9 @@ fn compile_limits_stop_oversized_grammars_in_bounded_time() {
         .collect();
     let names: Vec<&String> = properties.keys().collect();
     let schema = json!({"type": "object", "properties": properties, "required": names});
-    let mut options = CompileOptions::default();
-    options.limits.max_grammar_size = 20_000;
-    options.limits.initial_lexer_fuel = 10_000;
+    let options = CompileOptions::default()
+        .max_grammar_size(20_000)
+        .initial_lexer_fuel(10_000);
     let start = std::time::Instant::now();
     let err = local()
         .compile(&ConstraintSpec::JsonSchema(schema), &options)

@@ -37,19 +37,6 @@ pub(super) fn as_custom_call(meta: &Meta, mut choice: ChoiceResult) -> ChoiceRes
     choice
 }
 
-/// A call's `input` when `call` is to a custom tool (declared as a function of one string
-/// argument, `input`, which the gates have checked).
-pub(crate) fn custom_input(custom_tools: &[String], call: &crate::ToolCallOut) -> Option<String> {
-    if !custom_tools.contains(&call.name) {
-        return None;
-    }
-    serde_json::from_str::<Value>(&call.arguments)
-        .ok()?
-        .get("input")?
-        .as_str()
-        .map(str::to_owned)
-}
-
 pub(super) fn tool_call_json(meta: &Meta, c: &crate::ToolCallOut) -> Value {
     match custom_input(&meta.custom_tools, c) {
         Some(input) => {
@@ -69,22 +56,6 @@ pub(super) fn tool_calls_json(meta: &Meta, choice: &ChoiceResult) -> Value {
             .map(|c| tool_call_json(meta, c))
             .collect(),
     )
-}
-
-/// Token log-probabilities as OpenAI writes them on chat and in Responses output text:
-/// `token`, `logprob`, `bytes` and the `top_logprobs` alternatives.
-pub(crate) fn token_logprobs(tokens: &[crate::TokenLogprobOut]) -> Vec<Value> {
-    tokens
-        .iter()
-        .map(|t| {
-            let top: Vec<Value> = t
-                .top
-                .iter()
-                .map(|(token, bytes, logprob)| json!({"token": token, "logprob": logprob, "bytes": bytes}))
-                .collect();
-            json!({"token": t.token, "logprob": t.logprob, "bytes": t.bytes, "top_logprobs": top})
-        })
-        .collect()
 }
 
 /// A text choice's log-probabilities in the chat form (`{"content": [...]}`); `null` for

@@ -158,31 +158,6 @@ impl CallFormat {
             Self::Envelope | Self::Llama3 => None,
         }
     }
-
-    /// The text that identifies a call to `name` with `arguments` in this format, as its
-    /// grammar makes the model write it (fixed separators; keys in the order given): the
-    /// decoder can be told to avoid it, so a call that already ran is not written again.
-    #[must_use]
-    pub fn call_text(self, name: &str, arguments: &serde_json::Map<String, Value>) -> String {
-        let written = crate::render::write_call(self, name, arguments);
-        match self {
-            // The envelope writes `reasoning` and `intent` first: the call is the tail.
-            Self::Envelope => written
-                .find("\"tool\": ")
-                .map_or_else(|| written.clone(), |at| written[at..].to_owned()),
-            // A Hermes call without its tags; a pythonic call without the list brackets, so
-            // it matches in either position of a parallel step.
-            Self::Hermes => written
-                .trim_start_matches("<tool_call>\n")
-                .trim_end_matches("\n</tool_call>")
-                .to_owned(),
-            Self::Llama3 => written,
-            Self::Pythonic => written
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned(),
-        }
-    }
 }
 
 /// Every argument object a tool's schema admits, when there are few: each property is an
