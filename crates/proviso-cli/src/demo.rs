@@ -197,11 +197,9 @@ fn execute(
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {
-        Sampling {
-            temperature: args.temperature,
-            seed: args.seed,
-            ..Sampling::greedy()
-        }
+        Sampling::greedy()
+            .temperature(args.temperature)
+            .seed(args.seed)
     } else {
         Sampling::greedy()
     };

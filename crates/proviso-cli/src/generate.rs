@@ -127,19 +127,20 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<ExitCode> {
     let mut generator = Generator::new(local.engine(RunOptions::default())?, local.tokenizer());
     let generate_options = GenerateOptions::default()
         .max_tokens(args.max_tokens)
-        .sampling(Sampling {
-            temperature: args.temperature,
-            top_k: args.top_k,
-            top_p: args.top_p,
-            seed: args.seed,
-            frequency_penalty: args.frequency_penalty,
-            presence_penalty: args.presence_penalty,
-            repetition_penalty: args.repetition_penalty,
-            dry: (args.dry_multiplier > 0.0).then(|| Dry {
-                multiplier: args.dry_multiplier,
-                ..Dry::default()
-            }),
-        })
+        .sampling(
+            Sampling::greedy()
+                .temperature(args.temperature)
+                .top_k(args.top_k)
+                .top_p(args.top_p)
+                .seed(args.seed)
+                .frequency_penalty(args.frequency_penalty)
+                .presence_penalty(args.presence_penalty)
+                .repetition_penalty(args.repetition_penalty)
+                .dry(
+                    (args.dry_multiplier > 0.0)
+                        .then(|| Dry::default().multiplier(args.dry_multiplier)),
+                ),
+        )
         .stop(args.stops.clone())
         .overlap_mask(!args.no_overlap)
         .repetition(if args.no_repetition_stop {

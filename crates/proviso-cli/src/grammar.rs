@@ -38,7 +38,8 @@ pub(crate) struct GrammarArgs {
 
 pub(crate) fn run(args: &GrammarArgs) -> Result<ExitCode> {
     let to_gbnf = |schema: &serde_json::Value| {
-        proviso::llama::Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+        proviso::llama::Model::json_schema_to_gbnf(schema)
+            .map_err(|e| proviso::tools::export::GbnfError::new(e.to_string()))
     };
     let text = match (&args.schema, &args.tools) {
         (Some(path), _) => {

@@ -334,9 +334,12 @@ fn load_sources(dir: &Path) -> Result<SourceStore> {
                 .components()
                 .any(|c| matches!(c, std::path::Component::ParentDir))
         {
-            return Err(format!("`{file}` is outside {}", dir.display()));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("`{file}` is outside {}", dir.display()),
+            ));
         }
-        std::fs::read_to_string(dir.join(relative)).map_err(|e| e.to_string())
+        std::fs::read_to_string(dir.join(relative))
     })
     .with_context(|| format!("in {}", dir.display()))
 }

@@ -39,6 +39,7 @@ pub enum AnswerStatus {
 /// A citation of lines `line_start..=line_end` of a source version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Citation {
     /// The cited source.
     pub source_id: String,

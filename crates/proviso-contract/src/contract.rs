@@ -53,6 +53,7 @@ impl DeclaredTool {
 
 /// Which versions of a versioned contract are understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VersionCheck {
     /// Pointer to the version label in the output.
     pub pointer: String,

@@ -131,7 +131,7 @@ impl SourceStore {
     /// conflict reported by [`SourceStore::insert`].
     pub fn from_manifest(
         manifest: &str,
-        mut read: impl FnMut(&str) -> Result<String, String>,
+        mut read: impl FnMut(&str) -> std::io::Result<String>,
     ) -> Result<Self, ContractError> {
         let invalid = |message: String| ContractError::InvalidSources { message };
         let manifest = proviso_json::parse_str(manifest, &proviso_json::ParseOptions::default())
@@ -190,6 +190,7 @@ impl SourceStore {
 
 /// Where an answer's citations and claims are, as declared in `x-proviso.evidence`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EvidencePolicy {
     /// Pointer to the array of citations. Each citation has `source_id`, `version`,
     /// `line_start`, `line_end` and `quote`.

@@ -60,6 +60,7 @@ pub struct MessageToolCall {
 /// One chat message, in the shape chat templates expect (`role`, `content`, and for a chat
 /// that carries them, `tool_calls` and `tool_call_id`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,

@@ -72,6 +72,7 @@ pub enum NextStep {
 /// Where in the text, the instance and the schema a problem lies. Every part is optional:
 /// a transport failure has no schema path, a parse failure has no instance.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
 pub struct Location {
     /// 1-based line in the checked text.
     #[serde(skip_serializing_if = "Option::is_none")]

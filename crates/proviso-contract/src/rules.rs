@@ -43,6 +43,7 @@ impl<F: Fn(&Value, &mut Vec<Violation>) + Send + Sync> Rule for FnRule<F> {
 /// "code": "reversed_line_range"}`. Items where either number is absent or null are skipped:
 /// presence is the schema's business.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Ordered {
     /// Pointer to an array whose items are each checked; `None` checks the instance itself.
     pub each: Option<String>,

@@ -37,42 +37,13 @@ pub struct SchemaOptions {
     pub schema_limits: proviso_json::refs::SchemaLimits,
 }
 
-impl SchemaOptions {
-    /// Sets [`SchemaOptions::validate_formats`].
-    #[must_use]
-    pub fn validate_formats(mut self, validate_formats: bool) -> Self {
-        self.validate_formats = validate_formats;
-        self
-    }
-
-    /// Sets [`SchemaOptions::allow_unknown_keywords`].
-    #[must_use]
-    pub fn allow_unknown_keywords(mut self, allow_unknown_keywords: bool) -> Self {
-        self.allow_unknown_keywords = allow_unknown_keywords;
-        self
-    }
-
-    /// Sets [`SchemaOptions::resources`].
-    #[must_use]
-    pub fn resources(mut self, resources: HashMap<String, Value>) -> Self {
-        self.resources = resources;
-        self
-    }
-
-    /// Sets [`SchemaOptions::detect_draft`].
-    #[must_use]
-    pub fn detect_draft(mut self, detect_draft: bool) -> Self {
-        self.detect_draft = detect_draft;
-        self
-    }
-
-    /// Sets [`SchemaOptions::schema_limits`].
-    #[must_use]
-    pub fn schema_limits(mut self, schema_limits: proviso_json::refs::SchemaLimits) -> Self {
-        self.schema_limits = schema_limits;
-        self
-    }
-}
+proviso_macros::setters!(SchemaOptions {
+    validate_formats: bool,
+    allow_unknown_keywords: bool,
+    resources: HashMap<String, Value>,
+    detect_draft: bool,
+    schema_limits: proviso_json::refs::SchemaLimits,
+});
 
 impl Default for SchemaOptions {
     fn default() -> Self {

@@ -15,6 +15,7 @@ use crate::rejection::{Gate, Location, NextStep, Rejection};
 
 /// A tool call as the provider transported it, before any parsing of its arguments.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TransportedCall {
     /// The provider's call id, if any.
     pub id: Option<String>,
@@ -37,6 +38,7 @@ pub enum TransportedArguments {
 
 /// What a complete, unrefused response carries on to the parse gate.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Payload {
     /// The message text, if any.
     pub text: Option<String>,

@@ -24,10 +24,8 @@ fn sources() -> Arc<SourceStore> {
     let dir = root().join("corpora/travel-policy");
     let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
     Arc::new(
-        SourceStore::from_manifest(&manifest, |file| {
-            std::fs::read_to_string(dir.join(file)).map_err(|e| e.to_string())
-        })
-        .unwrap(),
+        SourceStore::from_manifest(&manifest, |file| std::fs::read_to_string(dir.join(file)))
+            .unwrap(),
     )
 }
 

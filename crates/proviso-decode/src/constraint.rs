@@ -63,20 +63,6 @@ pub struct CompileOptions {
 }
 
 impl CompileOptions {
-    /// Sets [`CompileOptions::relax`].
-    #[must_use]
-    pub fn relax(mut self, relax: bool) -> Self {
-        self.relax = relax;
-        self
-    }
-
-    /// Sets [`CompileOptions::max_json_whitespace`].
-    #[must_use]
-    pub fn max_json_whitespace(mut self, max_json_whitespace: Option<usize>) -> Self {
-        self.max_json_whitespace = max_json_whitespace;
-        self
-    }
-
     /// Sets the largest grammar (in llguidance's grammar symbols) a constraint may compile
     /// to; a larger one is [`ConstraintError::Invalid`].
     #[must_use]
@@ -92,35 +78,16 @@ impl CompileOptions {
         self.limits.initial_lexer_fuel = fuel;
         self
     }
-
-    /// Sets [`CompileOptions::max_choices`].
-    #[must_use]
-    pub fn max_choices(mut self, max_choices: usize) -> Self {
-        self.max_choices = max_choices;
-        self
-    }
-
-    /// Sets [`CompileOptions::max_grammar_bytes`].
-    #[must_use]
-    pub fn max_grammar_bytes(mut self, max_grammar_bytes: usize) -> Self {
-        self.max_grammar_bytes = max_grammar_bytes;
-        self
-    }
-
-    /// Sets [`CompileOptions::max_lark_rules`].
-    #[must_use]
-    pub fn max_lark_rules(mut self, max_lark_rules: usize) -> Self {
-        self.max_lark_rules = max_lark_rules;
-        self
-    }
-
-    /// Sets [`CompileOptions::schema_limits`].
-    #[must_use]
-    pub fn schema_limits(mut self, schema_limits: proviso_json::refs::SchemaLimits) -> Self {
-        self.schema_limits = schema_limits;
-        self
-    }
 }
+
+proviso_macros::setters!(CompileOptions {
+    relax: bool,
+    max_json_whitespace: Option<usize>,
+    max_choices: usize,
+    max_grammar_bytes: usize,
+    max_lark_rules: usize,
+    schema_limits: proviso_json::refs::SchemaLimits,
+});
 
 impl Default for CompileOptions {
     fn default() -> Self {

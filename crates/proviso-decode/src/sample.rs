@@ -14,6 +14,7 @@ use crate::engine::TokenId;
 /// seen earlier in the output, by at least `allowed_length` tokens, is penalised by
 /// `multiplier * base^(length - allowed_length)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Dry {
     /// Scale of the penalty (0 disables it).
     pub multiplier: f32,
@@ -33,13 +34,20 @@ impl Default for Dry {
     }
 }
 
+proviso_macros::setters!(Dry {
+    multiplier: f32,
+    base: f32,
+    allowed_length: usize,
+});
+
 /// How many earlier output tokens the penalties look at.
 const PENALTY_WINDOW: usize = 512;
 /// The DRY exponent is capped so the penalty stays finite.
 const DRY_MAX_EXPONENT: usize = 16;
 
-/// How to pick a token.
+/// How to pick a token: [`Sampling::greedy`], then the setters.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Sampling {
     /// 0 means greedy.
     pub temperature: f32,
@@ -108,6 +116,17 @@ impl Sampling {
         }
     }
 }
+
+proviso_macros::setters!(Sampling {
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    seed: u64,
+    frequency_penalty: f32,
+    presence_penalty: f32,
+    repetition_penalty: f32,
+    dry: Option<Dry>,
+});
 
 /// A seeded sampler.
 #[derive(Debug, Clone)]

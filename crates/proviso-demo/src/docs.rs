@@ -49,6 +49,7 @@ pub enum DocsError {
 
 /// One version of one source, as the manifest declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SourceInfo {
     /// The source's id.
     pub source_id: String,

@@ -55,7 +55,12 @@ impl PolicyBase {
                 .iter()
                 .find(|(name, _)| *name == file)
                 .map(|(_, text)| (*text).to_owned())
-                .ok_or_else(|| format!("{file} is not bundled"))
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("{file} is not bundled"),
+                    )
+                })
         })?;
         let mut lines = Vec::new();
         for document in store.versions("travel-policy") {

@@ -15,6 +15,7 @@ const DOCUMENTS: &str = include_str!("../../../corpora/trials/documents.json");
 
 /// One arm of a trial.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Arm {
     /// Its label, e.g. `Arm A: velorabine 10 mg`.
     pub label: String,
@@ -30,6 +31,7 @@ pub struct Arm {
 
 /// One trial.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Trial {
     /// The registry id (`NCT` and eight digits).
     pub trial_id: String,
@@ -51,6 +53,7 @@ pub struct Trial {
 
 /// One document.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Document {
     /// Id, e.g. `DOC-VEL-DSMB-01`.
     pub doc_id: String,

@@ -26,6 +26,7 @@ use crate::EvalError;
 
 /// One case's outcome.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct AuditCase {
     /// The case.
     pub name: String,
@@ -49,6 +50,7 @@ pub struct AuditCase {
 
 /// The audit's result.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct AuditReport {
     /// The endpoint.
     pub endpoint: String,

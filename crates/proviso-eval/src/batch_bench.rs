@@ -13,6 +13,7 @@ use crate::decode_bench::BenchError;
 
 /// One level of concurrency.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Level {
     /// Sequences decoded together.
     pub sequences: usize,
@@ -32,6 +33,7 @@ pub struct Level {
 
 /// The benchmark's result.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// Milliseconds per token of one prompt pass of `prefill_tokens` tokens.
     pub prefill_ms_per_token: f64,

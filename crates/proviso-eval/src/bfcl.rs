@@ -54,6 +54,7 @@ pub const CATEGORIES: [&str; 4] = ["simple_python", "multiple", "parallel", "irr
 
 /// One scored case.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Case {
     /// BFCL's id.
     pub id: String,
@@ -81,6 +82,7 @@ pub struct Case {
 
 /// One category in one mode.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The category.
     pub category: String,

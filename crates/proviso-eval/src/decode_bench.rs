@@ -23,6 +23,7 @@ use serde_json::Value;
 
 /// One mode's measurements (medians over the repeats).
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Row {
     /// Which mode.
     pub mode: String,
@@ -44,6 +45,7 @@ pub struct Row {
 
 /// The comparison.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The rows.
     pub rows: Vec<Row>,

@@ -25,6 +25,7 @@ pub struct Options {
 
 /// The outcome of a run.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// Schema files read.
     pub schemas: usize,
@@ -70,6 +71,7 @@ pub struct Report {
 
 /// p50, p99 and max.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,

@@ -31,6 +31,7 @@ use crate::EvalError;
 
 /// One scored case.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Case {
     /// The case's id.
     pub id: String,
@@ -47,6 +48,7 @@ pub struct Case {
 
 /// The evaluation's result.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// Cases run.
     pub cases: usize,

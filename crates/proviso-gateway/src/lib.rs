@@ -14,6 +14,7 @@ use proviso_server::{
     Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker, WorkerError,
 };
+pub use proviso_tools::export::GbnfError;
 use proviso_tools::export::{export_schema, export_tools, Dialect};
 use proviso_tools::steer::Limits;
 use proviso_tools::{
@@ -142,24 +143,6 @@ pub enum GatewayError {
     /// The upstream's model list is empty.
     #[error("the upstream lists no model")]
     NoModel,
-}
-
-/// A schema a [`GbnfConverter`] could not convert.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot convert the schema to GBNF: {message}")]
-#[non_exhaustive]
-pub struct GbnfError {
-    /// The converter's message.
-    pub message: String,
-}
-
-impl GbnfError {
-    /// A conversion failure with the converter's message.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
 }
 
 /// The gateway backend.
@@ -339,11 +322,10 @@ impl Backend for GatewayBackend {
     fn prepare(&self, request: &GenerationRequest) -> Result<GatewayJob, RejectedRequest> {
         let to_gbnf = |schema: &Value| {
             match &self.config.gbnf {
-            Some(converter) => converter.convert(schema).map_err(|e| e.to_string()),
-            None => Err(
-                "this gateway has no JSON Schema to GBNF converter, so it cannot constrain a llama.cpp upstream"
-                    .to_owned(),
-            ),
+            Some(converter) => converter.convert(schema),
+            None => Err(GbnfError::new(
+                "this gateway has no JSON Schema to GBNF converter, so it cannot constrain a llama.cpp upstream",
+            )),
         }
         };
         if request.logprobs.is_some() {
@@ -783,20 +765,12 @@ impl Worker for GatewayWorker {
                     .pointer("/usage/prompt_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
-                let base = ChoiceResult {
-                    index,
-                    content: None,
-                    tool_calls: Vec::new(),
-                    finish_reason: FinishReason::Stop,
-                    prompt_tokens,
-                    completion_tokens,
-                    timings: Timings {
+                let base = ChoiceResult::new(index, prompt_tokens, completion_tokens)
+                    .timings(Timings {
                         time_to_first_token: Some(elapsed),
                         ..Timings::default()
-                    },
-                    rejections: rejections.clone(),
-                    logprobs: None,
-                };
+                    })
+                    .rejections(rejections.clone());
                 let ended = job
                     .judge
                     .envelope(&response, &mut |_| proviso_server::call_id());
@@ -823,11 +797,7 @@ impl Worker for GatewayWorker {
                         continue;
                     }
                 };
-                let choice = ChoiceResult {
-                    content: Some(fragment),
-                    finish_reason,
-                    ..base
-                };
+                let choice = base.content(Some(fragment)).finish_reason(finish_reason);
                 judge::send(sink, index, &choice, true)?;
                 choices.push(choice);
                 break;

@@ -225,84 +225,19 @@ pub struct AgentConfig {
     pub steering: Steering,
 }
 
-impl AgentConfig {
-    /// Sets [`AgentConfig::format`].
-    #[must_use]
-    pub fn format(mut self, format: CallFormat) -> Self {
-        self.format = format;
-        self
-    }
-
-    /// Sets [`AgentConfig::policy`].
-    #[must_use]
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets [`AgentConfig::grammar`].
-    #[must_use]
-    pub fn grammar(mut self, grammar: GrammarOptions) -> Self {
-        self.grammar = grammar;
-        self
-    }
-
-    /// Sets [`AgentConfig::system`].
-    #[must_use]
-    pub fn system(mut self, system: String) -> Self {
-        self.system = system;
-        self
-    }
-
-    /// Sets [`AgentConfig::max_tokens_per_step`].
-    #[must_use]
-    pub fn max_tokens_per_step(mut self, max_tokens_per_step: usize) -> Self {
-        self.max_tokens_per_step = max_tokens_per_step;
-        self
-    }
-
-    /// Sets [`AgentConfig::max_consecutive_rejections`].
-    #[must_use]
-    pub fn max_consecutive_rejections(mut self, max_consecutive_rejections: u32) -> Self {
-        self.max_consecutive_rejections = max_consecutive_rejections;
-        self
-    }
-
-    /// Sets [`AgentConfig::call_before_answer`].
-    #[must_use]
-    pub fn call_before_answer(mut self, call_before_answer: bool) -> Self {
-        self.call_before_answer = call_before_answer;
-        self
-    }
-
-    /// Sets [`AgentConfig::refuse_repeated_calls`].
-    #[must_use]
-    pub fn refuse_repeated_calls(mut self, refuse_repeated_calls: bool) -> Self {
-        self.refuse_repeated_calls = refuse_repeated_calls;
-        self
-    }
-
-    /// Sets [`AgentConfig::answer_contract`].
-    #[must_use]
-    pub fn answer_contract(mut self, answer_contract: Option<Arc<Contract>>) -> Self {
-        self.answer_contract = answer_contract;
-        self
-    }
-
-    /// Sets [`AgentConfig::cite_results`].
-    #[must_use]
-    pub fn cite_results(mut self, cite_results: bool) -> Self {
-        self.cite_results = cite_results;
-        self
-    }
-
-    /// Sets [`AgentConfig::steering`].
-    #[must_use]
-    pub fn steering(mut self, steering: Steering) -> Self {
-        self.steering = steering;
-        self
-    }
-}
+proviso_macros::setters!(AgentConfig {
+    format: CallFormat,
+    policy: Policy,
+    grammar: GrammarOptions,
+    system: String,
+    max_tokens_per_step: usize,
+    max_consecutive_rejections: u32,
+    call_before_answer: bool,
+    refuse_repeated_calls: bool,
+    answer_contract: Option<Arc<Contract>>,
+    cite_results: bool,
+    steering: Steering,
+});
 
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -400,6 +335,7 @@ pub struct Counters {
 
 /// The counters' values.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CounterSnapshot {
     /// Model steps generated.
     pub steps: u64,
@@ -440,6 +376,7 @@ impl Counters {
 
 /// The record of one run.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct RunReport {
     /// How it ended.
     #[serde(flatten)]

@@ -179,6 +179,7 @@ impl FinishCause {
 
 /// What the harness decided for one step's grammar, for the trace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct StepPlan {
     /// The tool choice the step was generated under (`auto`, `required`, `none`, or the
     /// named tool).
@@ -499,6 +500,7 @@ fn schema_at<'a>(schema: &'a mut Value, pointer: &str) -> Option<&'a mut Value> 
 
 /// A line an answer may cite, with the spans of it that answer the question, best first.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Citable {
     /// The citation object (`quote`, `source_id`, `version`, `line_start`, `line_end`).
     pub citation: Value,

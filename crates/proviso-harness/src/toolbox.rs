@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 /// A tool function's own failure (bad input it could not serve, a missing record, …).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct ToolFailure {
     /// A stable code, e.g. `not_found`.
     pub code: String,
@@ -233,6 +234,7 @@ impl Toolbox {
 
 /// One executed call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ExecutedCall {
     /// The step it was proposed in.
     pub step: u64,

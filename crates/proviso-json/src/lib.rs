@@ -49,28 +49,11 @@ pub struct ParseOptions {
     pub duplicate_keys: DuplicateKeys,
 }
 
-impl ParseOptions {
-    /// Sets [`ParseOptions::max_bytes`].
-    #[must_use]
-    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
-        self.max_bytes = max_bytes;
-        self
-    }
-
-    /// Sets [`ParseOptions::max_depth`].
-    #[must_use]
-    pub fn max_depth(mut self, max_depth: usize) -> Self {
-        self.max_depth = max_depth;
-        self
-    }
-
-    /// Sets [`ParseOptions::duplicate_keys`].
-    #[must_use]
-    pub fn duplicate_keys(mut self, duplicate_keys: DuplicateKeys) -> Self {
-        self.duplicate_keys = duplicate_keys;
-        self
-    }
-}
+proviso_macros::setters!(ParseOptions {
+    max_bytes: usize,
+    max_depth: usize,
+    duplicate_keys: DuplicateKeys,
+});
 
 impl Default for ParseOptions {
     fn default() -> Self {
@@ -100,6 +83,7 @@ pub enum DuplicateKeys {
 
 /// A place in the input text. Lines and columns are 1-based; columns count bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct Position {
     /// Byte offset from the start of the input.
     pub offset: usize,

@@ -78,6 +78,7 @@ pub fn contract(schema: &Value, param: &str) -> Result<Contract, RejectedRequest
 
 /// What steering from the conversation made of a request's tools.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Steered {
     /// The registry to generate and judge under.
     pub registry: Registry,
@@ -296,6 +297,7 @@ pub enum Judge {
 
 /// Why an output was refused: the gate, its stable code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refusal {
     /// The gate that refused it.
     pub gate: Gate,
@@ -617,16 +619,11 @@ fn fragment(envelope: &Value) -> String {
 /// Fills `base` with what was judged: the text, or the calls with `tool_calls` as the end.
 pub fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
     match judged {
-        Judged::Answer(text) => ChoiceResult {
-            content: Some(text),
-            ..base
-        },
-        Judged::Calls(calls) => ChoiceResult {
-            content: None,
-            tool_calls: calls,
-            finish_reason: FinishReason::ToolCalls,
-            ..base
-        },
+        Judged::Answer(text) => base.content(Some(text)),
+        Judged::Calls(calls) => base
+            .content(None)
+            .tool_calls(calls)
+            .finish_reason(FinishReason::ToolCalls),
     }
 }
 

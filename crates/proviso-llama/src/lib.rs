@@ -143,28 +143,11 @@ pub struct RunOptions {
     pub n_batch: u32,
 }
 
-impl RunOptions {
-    /// Sets [`RunOptions::n_ctx`].
-    #[must_use]
-    pub fn n_ctx(mut self, n_ctx: u32) -> Self {
-        self.n_ctx = n_ctx;
-        self
-    }
-
-    /// Sets [`RunOptions::n_threads`].
-    #[must_use]
-    pub fn n_threads(mut self, n_threads: i32) -> Self {
-        self.n_threads = n_threads;
-        self
-    }
-
-    /// Sets [`RunOptions::n_batch`].
-    #[must_use]
-    pub fn n_batch(mut self, n_batch: u32) -> Self {
-        self.n_batch = n_batch;
-        self
-    }
-}
+proviso_macros::setters!(RunOptions {
+    n_ctx: u32,
+    n_threads: i32,
+    n_batch: u32,
+});
 
 impl Default for RunOptions {
     /// Threads: `$PROVISO_THREADS`, else one per available core.

@@ -23,6 +23,7 @@ use crate::McpError;
 
 /// Every configured server, by name.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct McpConfig {
     /// The servers, by the name that prefixes their tools.
     pub servers: BTreeMap<String, ServerConfig>,

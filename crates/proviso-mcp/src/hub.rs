@@ -57,6 +57,7 @@ impl Limits {
 
 /// A tool as one server lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct McpTool {
     /// The server's name in the configuration.
     pub server: String,
@@ -72,6 +73,7 @@ pub struct McpTool {
 
 /// What listing every server came to.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Listing {
     /// Every tool of every server that answered.
     pub tools: Vec<McpTool>,
@@ -83,6 +85,7 @@ pub struct Listing {
 
 /// A server that did not list its tools.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ServerFailure {
     /// The server.
     pub server: String,
@@ -92,6 +95,7 @@ pub struct ServerFailure {
 
 /// One call's result, bounded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct CallResult {
     /// The content blocks: text kept (cut to the limit), resources with their text, and
     /// binary blocks (images, audio) replaced by their type and size.
@@ -108,6 +112,7 @@ pub struct CallResult {
 
 /// A note that a result was cut to the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Truncated {
     /// The result's text as the server sent it, in bytes.
     pub original_bytes: usize,

@@ -35,6 +35,7 @@ pub struct Catalog {
 
 /// One call's record, for the response and the trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct CallRecord {
     /// The server.
     pub server: String,

@@ -20,6 +20,7 @@ use crate::McpError;
 /// What a policy file may change about one tool (named `server__tool`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ToolOverride {
     /// The intent class, instead of the one the annotations give.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +59,7 @@ impl Default for ToolOverride {
 ///  "tools": {"fs__write_file": {"policies": [{"kind": "path_within", "argument": "path", "root": "/srv/out"}]}}}
 /// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ToolPolicy {
     /// Who may call what, and the budget.
     pub policy: Policy,
@@ -108,6 +110,7 @@ impl ToolPolicy {
 
 /// A tool left out, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Refused {
     /// The qualified name (or the server's tool name when no name could be made).
     pub tool: String,
@@ -117,6 +120,7 @@ pub struct Refused {
 
 /// What a listing became.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Declared {
     /// The declarations, in listing order.
     pub specs: Vec<ToolSpec>,

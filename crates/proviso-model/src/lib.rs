@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 /// A GGUF file shipped inside a Python wheel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ModelSpec {
     /// Human name.
     pub name: &'static str,

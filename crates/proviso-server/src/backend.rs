@@ -227,8 +227,9 @@ pub struct Timings {
     pub mask_times: Vec<Duration>,
 }
 
-/// One finished choice.
+/// One finished choice: [`ChoiceResult::new`], then the setters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ChoiceResult {
     /// Its index.
     pub index: u32,
@@ -249,6 +250,34 @@ pub struct ChoiceResult {
     /// The text's token log-probabilities, when the request asked for them.
     pub logprobs: Option<Vec<TokenLogprobOut>>,
 }
+
+impl ChoiceResult {
+    /// Choice `index` with its token counts, before its output is known: no text, no
+    /// calls, finish reason `stop`, no timings, rejections or log-probabilities.
+    #[must_use]
+    pub fn new(index: u32, prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Self {
+            index,
+            content: None,
+            tool_calls: Vec::new(),
+            finish_reason: FinishReason::Stop,
+            prompt_tokens,
+            completion_tokens,
+            timings: Timings::default(),
+            rejections: Vec::new(),
+            logprobs: None,
+        }
+    }
+}
+
+proviso_macros::setters!(ChoiceResult {
+    content: Option<String>,
+    tool_calls: Vec<ToolCallOut>,
+    finish_reason: FinishReason,
+    timings: Timings,
+    rejections: Vec<proviso_contract::Gate>,
+    logprobs: Option<Vec<TokenLogprobOut>>,
+});
 
 /// One generated token's log-probability on the wire, with its most likely alternatives.
 #[derive(Debug, Clone, PartialEq)]

@@ -51,21 +51,12 @@ impl ServerTool {
             read_only: false,
         }
     }
-
-    /// Sets [`ServerTool::annotations`].
-    #[must_use]
-    pub fn annotations(mut self, annotations: Value) -> Self {
-        self.annotations = annotations;
-        self
-    }
-
-    /// Sets [`ServerTool::read_only`].
-    #[must_use]
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
-    }
 }
+
+proviso_macros::setters!(ServerTool {
+    annotations: Value,
+    read_only: bool,
+});
 
 /// What one executed (or refused) call came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,14 +103,9 @@ impl ServerCall {
         self.error = Some(error);
         self
     }
-
-    /// Sets [`ServerCall::duration_ms`].
-    #[must_use]
-    pub fn duration_ms(mut self, duration_ms: u64) -> Self {
-        self.duration_ms = duration_ms;
-        self
-    }
 }
+
+proviso_macros::setters!(ServerCall { duration_ms: u64 });
 
 /// Tools the server executes for its clients.
 pub trait ServerTools: Send + Sync + 'static {

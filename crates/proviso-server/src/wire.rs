@@ -20,6 +20,7 @@ use crate::backend::{
 /// A request that cannot be served, with the parameter at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct InvalidRequest {
     /// The parameter, as a dotted path (`messages[2].content`).
     pub param: Option<String>,

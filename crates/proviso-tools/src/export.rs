@@ -15,6 +15,26 @@ use crate::error::ToolError;
 use crate::format::{CallFormat, Grammar, GrammarOptions, ToolChoice};
 use crate::registry::Registry;
 
+/// A schema a JSON Schema to GBNF converter could not convert. proviso does not convert
+/// schemas to GBNF itself: the caller passes llama.cpp's own converter, so a llama.cpp
+/// upstream reads the grammar its own code would have written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct GbnfError {
+    /// The converter's message.
+    pub message: String,
+}
+
+impl GbnfError {
+    /// A conversion failure with the converter's message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
 /// An export dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -274,7 +294,7 @@ pub fn export_schema(
     schema: &Value,
     dialect: Dialect,
     strict: bool,
-    to_gbnf: &dyn Fn(&Value) -> Result<String, String>,
+    to_gbnf: &dyn Fn(&Value) -> Result<String, GbnfError>,
 ) -> Result<String, ToolError> {
     let schema = normalize(schema);
     if strict {
@@ -367,7 +387,7 @@ pub fn export_tools(
     options: &GrammarOptions,
     dialect: Dialect,
     strict: bool,
-    to_gbnf: &dyn Fn(&Value) -> Result<String, String>,
+    to_gbnf: &dyn Fn(&Value) -> Result<String, GbnfError>,
 ) -> Result<String, ToolError> {
     let grammar = format.grammar(registry, options)?;
     match (&grammar.grammar, dialect) {
@@ -424,7 +444,7 @@ pub fn export_tools(
 mod tests {
     use super::*;
 
-    fn no_gbnf(_: &Value) -> Result<String, String> {
+    fn no_gbnf(_: &Value) -> Result<String, GbnfError> {
         Ok("root ::= object\nobject ::= \"{\" space \"}\"\nspace ::= \" \"?\n".into())
     }
 

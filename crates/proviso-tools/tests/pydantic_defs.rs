@@ -200,7 +200,7 @@ fn exports_carry_the_defs() {
         &options,
         Dialect::JsonSchema,
         false,
-        &|_| Err("unused".into()),
+        &|_| Err(proviso_tools::export::GbnfError::new("unused")),
     )
     .unwrap();
     let schema: Value = serde_json::from_str(&exported).unwrap();
@@ -238,7 +238,7 @@ fn exports_carry_the_defs() {
         &options,
         Dialect::Lark,
         false,
-        &|_| Err("unused".into()),
+        &|_| Err(proviso_tools::export::GbnfError::new("unused")),
     )
     .unwrap();
     assert!(

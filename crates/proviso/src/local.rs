@@ -34,6 +34,7 @@ pub enum LocalError {
 
 /// A generation the contract's gates have judged.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CheckedGeneration {
     /// The last generation.
     pub generation: Generation,

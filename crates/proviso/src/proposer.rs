@@ -154,12 +154,10 @@ impl Proposer for LocalProposer<'_> {
         let sampling =
             if request.retry > 0 && self.sampling.temperature == 0.0 && !request.against_repetition
             {
-                Sampling {
-                    temperature: 0.7,
-                    top_p: 0.95,
-                    seed: self.sampling.seed.wrapping_add(u64::from(request.retry)),
-                    ..self.sampling
-                }
+                self.sampling
+                    .temperature(0.7)
+                    .top_p(0.95)
+                    .seed(self.sampling.seed.wrapping_add(u64::from(request.retry)))
             } else {
                 self.sampling
             };

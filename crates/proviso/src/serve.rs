@@ -58,63 +58,16 @@ pub struct LocalBackendConfig {
     pub steering: Option<Limits>,
 }
 
-impl LocalBackendConfig {
-    /// Sets [`LocalBackendConfig::steering`].
-    #[must_use]
-    pub fn steering(mut self, steering: Option<Limits>) -> Self {
-        self.steering = steering;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::call_format`].
-    #[must_use]
-    pub fn call_format(mut self, call_format: CallFormat) -> Self {
-        self.call_format = call_format;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::policy`].
-    #[must_use]
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::run`].
-    #[must_use]
-    pub fn run(mut self, run: RunOptions) -> Self {
-        self.run = run;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::attempts`].
-    #[must_use]
-    pub fn attempts(mut self, attempts: usize) -> Self {
-        self.attempts = attempts;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::max_parallel_calls`].
-    #[must_use]
-    pub fn max_parallel_calls(mut self, max_parallel_calls: usize) -> Self {
-        self.max_parallel_calls = max_parallel_calls;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::two_phase_auto`].
-    #[must_use]
-    pub fn two_phase_auto(mut self, two_phase_auto: bool) -> Self {
-        self.two_phase_auto = two_phase_auto;
-        self
-    }
-
-    /// Sets [`LocalBackendConfig::batch`].
-    #[must_use]
-    pub fn batch(mut self, batch: Option<BatchOptions>) -> Self {
-        self.batch = batch;
-        self
-    }
-}
+proviso_macros::setters!(LocalBackendConfig {
+    steering: Option<Limits>,
+    call_format: CallFormat,
+    policy: Policy,
+    run: RunOptions,
+    attempts: usize,
+    max_parallel_calls: usize,
+    two_phase_auto: bool,
+    batch: Option<BatchOptions>,
+});
 
 impl Default for LocalBackendConfig {
     fn default() -> Self {
@@ -289,26 +242,27 @@ impl LocalBackend {
         }
         let room = capacity - prompt_len - 1;
         let max_tokens = request.max_tokens.map_or(room, |m| (m as usize).min(room));
-        let sampling = Sampling {
-            temperature: request.sampling.temperature,
-            top_p: request.sampling.top_p,
-            top_k: 0,
-            seed: request.sampling.seed.unwrap_or_else(|| {
+        let sampling = Sampling::greedy()
+            .temperature(request.sampling.temperature)
+            .top_p(request.sampling.top_p)
+            .seed(request.sampling.seed.unwrap_or_else(|| {
                 static NEXT: AtomicU64 = AtomicU64::new(0x5eed);
                 NEXT.fetch_add(0x9e37_79b9, Ordering::Relaxed)
-            }),
-            frequency_penalty: request.sampling.frequency_penalty,
-            presence_penalty: request.sampling.presence_penalty,
-            repetition_penalty: request.sampling.repetition_penalty,
-            dry: request
-                .sampling
-                .dry
-                .map(|(multiplier, base, allowed_length)| Dry {
-                    multiplier,
-                    base,
-                    allowed_length: allowed_length as usize,
-                }),
-        };
+            }))
+            .frequency_penalty(request.sampling.frequency_penalty)
+            .presence_penalty(request.sampling.presence_penalty)
+            .repetition_penalty(request.sampling.repetition_penalty)
+            .dry(
+                request
+                    .sampling
+                    .dry
+                    .map(|(multiplier, base, allowed_length)| {
+                        Dry::default()
+                            .multiplier(multiplier)
+                            .base(base)
+                            .allowed_length(allowed_length as usize)
+                    }),
+            );
         Ok(GenerateOptions::default()
             .max_tokens(max_tokens)
             .sampling(sampling)
@@ -855,17 +809,11 @@ impl Worker for LocalWorker {
                         stop_reason = StopReason::GrammarComplete;
                     }
                 }
-                let base = ChoiceResult {
-                    index,
-                    content: Some(text.clone()),
-                    tool_calls: Vec::new(),
-                    finish_reason: FinishReason::Stop,
-                    prompt_tokens: job.prompt.len() as u64,
-                    completion_tokens,
-                    timings,
-                    rejections: rejections.clone(),
-                    logprobs: options.logprobs.map(|_| self.logprobs(&generation)),
-                };
+                let base = ChoiceResult::new(index, job.prompt.len() as u64, completion_tokens)
+                    .content(Some(text.clone()))
+                    .timings(timings)
+                    .rejections(rejections.clone())
+                    .logprobs(options.logprobs.map(|_| self.logprobs(&generation)));
                 // A first phase that could not finish a call (cut, or looping) does not decide
                 // anything: the model answers in text instead.
                 if probing && matches!(stop_reason, StopReason::Length | StopReason::Repetition) {
@@ -876,10 +824,7 @@ impl Worker for LocalWorker {
                 // A fragment cut by the token limit is returned as text, never as a call or
                 // as a valid object.
                 if stop_reason == StopReason::Length {
-                    choices.push(ChoiceResult {
-                        finish_reason: FinishReason::Length,
-                        ..base
-                    });
+                    choices.push(base.finish_reason(FinishReason::Length));
                     break;
                 }
                 // A loop is retried with penalties against repetition while attempts remain
@@ -891,10 +836,7 @@ impl Worker for LocalWorker {
                         looped = Some(generated);
                         continue;
                     }
-                    choices.push(ChoiceResult {
-                        finish_reason: FinishReason::Repetition,
-                        ..base
-                    });
+                    choices.push(base.finish_reason(FinishReason::Repetition));
                     break;
                 }
                 let verdict = job

@@ -17,21 +17,22 @@ fn crates_dir() -> PathBuf {
 /// layer. The server sits below the judge and the backends because it defines the
 /// `Backend` seam they implement; it knows nothing of grammars or gates.
 const LAYERS: &[(&str, u8)] = &[
-    ("proviso-json", 0),
-    ("proviso-model", 0),
-    ("proviso-contract", 1),
-    ("proviso-tools", 2),
-    ("proviso-decode", 2),
-    ("proviso-llama", 3),
-    ("proviso-harness", 3),
-    ("proviso-server", 3),
-    ("proviso-judge", 4),
-    ("proviso-demo", 4),
-    ("proviso-gateway", 5),
-    ("proviso-mcp", 5),
-    ("proviso", 6),
-    ("proviso-eval", 7),
-    ("proviso-cli", 8),
+    ("proviso-macros", 0),
+    ("proviso-json", 1),
+    ("proviso-model", 1),
+    ("proviso-contract", 2),
+    ("proviso-tools", 3),
+    ("proviso-decode", 3),
+    ("proviso-llama", 4),
+    ("proviso-harness", 4),
+    ("proviso-server", 4),
+    ("proviso-judge", 5),
+    ("proviso-demo", 5),
+    ("proviso-gateway", 6),
+    ("proviso-mcp", 6),
+    ("proviso", 7),
+    ("proviso-eval", 8),
+    ("proviso-cli", 9),
 ];
 
 /// The workspace crates a manifest's `[dependencies]` section names.

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use proviso::decode::{Engine, Message, TokenId};
 use proviso::llama::{Model, RunOptions};
-use proviso::tools::export::{export_schema, export_tools, Dialect};
+use proviso::tools::export::{export_schema, export_tools, Dialect, GbnfError};
 use proviso::tools::{
     CallFormat, Finish, GrammarOptions, Policy, Registry, ToolChoice, ToolGate, Usage,
 };
@@ -23,8 +23,8 @@ fn local() -> &'static LocalModel {
     })
 }
 
-fn to_gbnf(schema: &Value) -> Result<String, String> {
-    Model::json_schema_to_gbnf(schema).map_err(|e| e.to_string())
+fn to_gbnf(schema: &Value) -> Result<String, GbnfError> {
+    Model::json_schema_to_gbnf(schema).map_err(|e| GbnfError::new(e.to_string()))
 }
 
 /// Greedy generation with llama.cpp's grammar sampler on `gbnf`.

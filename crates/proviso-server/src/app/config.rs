@@ -64,125 +64,6 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Sets [`ServerConfig::workers`].
-    #[must_use]
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers;
-        self
-    }
-
-    /// Sets [`ServerConfig::queue`].
-    #[must_use]
-    pub fn queue(mut self, queue: usize) -> Self {
-        self.queue = queue;
-        self
-    }
-
-    /// Sets [`ServerConfig::body_limit`].
-    #[must_use]
-    pub fn body_limit(mut self, body_limit: usize) -> Self {
-        self.body_limit = body_limit;
-        self
-    }
-
-    /// Sets [`ServerConfig::request_timeout`].
-    #[must_use]
-    pub fn request_timeout(mut self, request_timeout: Duration) -> Self {
-        self.request_timeout = request_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::header_timeout`].
-    #[must_use]
-    pub fn header_timeout(mut self, header_timeout: Duration) -> Self {
-        self.header_timeout = header_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::body_timeout`].
-    #[must_use]
-    pub fn body_timeout(mut self, body_timeout: Duration) -> Self {
-        self.body_timeout = body_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::idle_timeout`].
-    #[must_use]
-    pub fn idle_timeout(mut self, idle_timeout: Duration) -> Self {
-        self.idle_timeout = idle_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::max_connections`].
-    #[must_use]
-    pub fn max_connections(mut self, max_connections: usize) -> Self {
-        self.max_connections = max_connections;
-        self
-    }
-
-    /// Sets [`ServerConfig::shutdown_timeout`].
-    #[must_use]
-    pub fn shutdown_timeout(mut self, shutdown_timeout: Duration) -> Self {
-        self.shutdown_timeout = shutdown_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::compile_threads`].
-    #[must_use]
-    pub fn compile_threads(mut self, compile_threads: usize) -> Self {
-        self.compile_threads = compile_threads;
-        self
-    }
-
-    /// Sets [`ServerConfig::compile_timeout`].
-    #[must_use]
-    pub fn compile_timeout(mut self, compile_timeout: Duration) -> Self {
-        self.compile_timeout = compile_timeout;
-        self
-    }
-
-    /// Sets [`ServerConfig::api_key`].
-    #[must_use]
-    pub fn api_key(mut self, api_key: Option<String>) -> Self {
-        self.api_key = api_key;
-        self
-    }
-
-    /// Sets [`ServerConfig::allowed_hosts`].
-    #[must_use]
-    pub fn allowed_hosts(mut self, allowed_hosts: Option<Vec<String>>) -> Self {
-        self.allowed_hosts = allowed_hosts;
-        self
-    }
-
-    /// Sets [`ServerConfig::model_aliases`].
-    #[must_use]
-    pub fn model_aliases(mut self, model_aliases: Vec<String>) -> Self {
-        self.model_aliases = model_aliases;
-        self
-    }
-
-    /// Sets [`ServerConfig::any_model`].
-    #[must_use]
-    pub fn any_model(mut self, any_model: bool) -> Self {
-        self.any_model = any_model;
-        self
-    }
-
-    /// Sets [`ServerConfig::responses_kept`].
-    #[must_use]
-    pub fn responses_kept(mut self, responses_kept: usize) -> Self {
-        self.responses_kept = responses_kept;
-        self
-    }
-
-    /// Sets [`ServerConfig::responses_bytes`].
-    #[must_use]
-    pub fn responses_bytes(mut self, responses_bytes: usize) -> Self {
-        self.responses_bytes = responses_bytes;
-        self
-    }
-
     /// Sets [`ServerConfig::server_tools`].
     #[must_use]
     pub fn server_tools(mut self, tools: Arc<dyn crate::ServerTools>) -> Self {
@@ -196,14 +77,28 @@ impl ServerConfig {
         self.max_tool_rounds = rounds;
         self
     }
-
-    /// Sets [`ServerConfig::responses_age`].
-    #[must_use]
-    pub fn responses_age(mut self, responses_age: Duration) -> Self {
-        self.responses_age = responses_age;
-        self
-    }
 }
+
+proviso_macros::setters!(ServerConfig {
+    workers: usize,
+    queue: usize,
+    body_limit: usize,
+    request_timeout: Duration,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
+    shutdown_timeout: Duration,
+    compile_threads: usize,
+    compile_timeout: Duration,
+    api_key: Option<String>,
+    allowed_hosts: Option<Vec<String>>,
+    model_aliases: Vec<String>,
+    any_model: bool,
+    responses_kept: usize,
+    responses_bytes: usize,
+    responses_age: Duration,
+});
 
 impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use proviso_server::{
     serve_with_metrics, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest,
-    OutputConstraint, PromptInput, RejectedRequest, RunError, ServerConfig, Sink, Timings,
-    ToolCallOut, Worker,
+    OutputConstraint, PromptInput, RejectedRequest, RunError, ServerConfig, Sink, ToolCallOut,
+    Worker,
 };
 use serde_json::Value;
 
@@ -90,17 +90,7 @@ impl Worker for Echo {
         }
         let mut choices = Vec::new();
         for index in 0..job.n {
-            let base = ChoiceResult {
-                index,
-                content: None,
-                tool_calls: Vec::new(),
-                finish_reason: FinishReason::Stop,
-                prompt_tokens: 3,
-                completion_tokens: 0,
-                timings: Timings::default(),
-                rejections: Vec::new(),
-                logprobs: None,
-            };
+            let base = ChoiceResult::new(index, 3, 0);
             if job.text.starts_with("call") {
                 let call = ToolCallOut {
                     id: format!("call_{index}"),
@@ -114,12 +104,11 @@ impl Worker for Echo {
                         call: call.clone(),
                     },
                 );
-                choices.push(ChoiceResult {
-                    tool_calls: vec![call],
-                    finish_reason: FinishReason::ToolCalls,
-                    completion_tokens: 9,
-                    ..base
-                });
+                let mut choice = base
+                    .tool_calls(vec![call])
+                    .finish_reason(FinishReason::ToolCalls);
+                choice.completion_tokens = 9;
+                choices.push(choice);
                 continue;
             }
             let mut out = String::new();
@@ -137,12 +126,10 @@ impl Worker for Echo {
                     return Err(RunError::Cancelled);
                 }
             }
-            choices.push(ChoiceResult {
-                completion_tokens: out.split(' ').count() as u64,
-                content: Some(out),
-                finish_reason: finish,
-                ..base
-            });
+            let tokens = out.split(' ').count() as u64;
+            let mut choice = base.content(Some(out)).finish_reason(finish);
+            choice.completion_tokens = tokens;
+            choices.push(choice);
         }
         self.finished.fetch_add(1, Ordering::SeqCst);
         Ok(choices)

@@ -308,42 +308,13 @@ pub struct GrammarOptions {
     pub allow_clarification: bool,
 }
 
-impl GrammarOptions {
-    /// Sets [`GrammarOptions::choice`].
-    #[must_use]
-    pub fn choice(mut self, choice: ToolChoice) -> Self {
-        self.choice = choice;
-        self
-    }
-
-    /// Sets [`GrammarOptions::max_calls`].
-    #[must_use]
-    pub fn max_calls(mut self, max_calls: usize) -> Self {
-        self.max_calls = max_calls;
-        self
-    }
-
-    /// Sets [`GrammarOptions::max_reasoning`].
-    #[must_use]
-    pub fn max_reasoning(mut self, max_reasoning: usize) -> Self {
-        self.max_reasoning = max_reasoning;
-        self
-    }
-
-    /// Sets [`GrammarOptions::answer`].
-    #[must_use]
-    pub fn answer(mut self, answer: Option<Value>) -> Self {
-        self.answer = answer;
-        self
-    }
-
-    /// Sets [`GrammarOptions::allow_clarification`].
-    #[must_use]
-    pub fn allow_clarification(mut self, allow_clarification: bool) -> Self {
-        self.allow_clarification = allow_clarification;
-        self
-    }
-}
+proviso_macros::setters!(GrammarOptions {
+    choice: ToolChoice,
+    max_calls: usize,
+    max_reasoning: usize,
+    answer: Option<Value>,
+    allow_clarification: bool,
+});
 
 impl Default for GrammarOptions {
     fn default() -> Self {
@@ -368,6 +339,7 @@ pub enum Grammar {
 
 /// A step's grammar, with what it leaves to the gates.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CallGrammar {
     /// The grammar.
     pub grammar: Grammar,

@@ -29,6 +29,7 @@ const MAX_DEPTH: usize = 64;
 
 /// A pythonic syntax error at a byte offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PyError {
     /// Stable code.
     pub code: Code,
@@ -40,6 +41,7 @@ pub struct PyError {
 
 /// One parsed call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PyCall {
     /// The function name (dots allowed).
     pub name: String,
