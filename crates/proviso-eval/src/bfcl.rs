@@ -20,7 +20,7 @@ use std::time::Instant;
 use proviso::contract::Role;
 use proviso::decode::{Engine, GenerateOptions, Generator, Message};
 use proviso::llama::{BatchOptions, RunOptions};
-use proviso::server::{Backend, Delta, FinishReason, Sink, Worker};
+use proviso::server::{Backend, FinishReason, Worker};
 use proviso::tools::{instructions, CallFormat, Finish, GrammarOptions, Registry, ToolChoice};
 use proviso::{LocalBackend, LocalBackendConfig, LocalModel, LocalWorker};
 use serde::Serialize;
@@ -333,19 +333,6 @@ enum Runner {
     Server(Box<LocalWorker>),
 }
 
-/// A sink that takes nothing: an evaluation reads the choices the worker returns.
-struct Quiet;
-
-impl Sink for Quiet {
-    fn send(&mut self, _choice: u32, _delta: Delta) -> bool {
-        true
-    }
-
-    fn cancelled(&self) -> bool {
-        false
-    }
-}
-
 /// What one case's run gives the report.
 enum Outcome {
     /// The case declares no functions.
@@ -496,7 +483,7 @@ fn server_case(
         Err(e) => return Outcome::Skipped(id, e.message),
     };
     let started = Instant::now();
-    let result = worker.run(job, &mut Quiet);
+    let result = worker.run(job, &mut crate::served::Quiet);
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let choice = match result {
         Ok(mut choices) if !choices.is_empty() => choices.swap_remove(0),

@@ -6,6 +6,7 @@ pub mod batch_bench;
 pub mod bfcl;
 pub mod decode_bench;
 pub mod maskbench;
+mod served;
 pub mod when2call;
 
 /// An evaluation that could not run (unreadable data, a failed generation).

@@ -7,27 +7,29 @@
 //! `clarification` a request for information, `abort` a statement that it cannot answer, and
 //! `final_answer` a direct answer (never correct here).
 //!
-//! The choice is made in two phases, as the server's `tool_choice: auto`: the model first
-//! writes its best call, which [`provenance::choose`] judges against the request (a call it
-//! supports is a tool call; a relevant tool with invented required arguments is a request
-//! for them, worded from the declaration); when the call is set aside, the model chooses
-//! among answering, asking and aborting.
+//! Each case is sent to the server's backend ([`proviso::LocalBackend`], in the envelope
+//! call format) as a client would send it: the question as a message, the candidate tools
+//! as OpenAI tools, `tool_choice: auto`, greedy. Its answer is the server's: calls that
+//! passed the gates are `tool_call`; a `clarification` reply (the server's `auto` asks for
+//! required arguments the request does not give, or the model asks) is
+//! `request_for_info`; an `abort` reply is `cannot_answer`; any other text is `direct`.
+//! The numbers are therefore those of the `auto` policy users run, not of a copy.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use proviso::decode::{CompileOptions, ConstraintSpec, GenerateOptions, Generator, Message};
 use proviso::llama::RunOptions;
-use proviso::tools::{
-    instructions, provenance, AutoChoice, CallFormat, Finish, Grammar, GrammarOptions, Policy,
-    Registry, ToolChoice, ToolGate, Usage,
-};
-use proviso::{Intent, LocalModel};
+use proviso::server::{Backend, Reply, RunError, Worker};
+use proviso::tools::{CallFormat, Policy, Registry};
+use proviso::{LocalBackend, LocalBackendConfig, LocalModel};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::EvalError;
+
+/// What a client of When2Call's kind tells the model: the behaviours it chooses among.
+const SYSTEM: &str = "Call a tool only when the request gives every required argument. Ask a clarification question when an argument is missing. Abort when no tool can do what is asked.";
 
 /// One scored case.
 #[derive(Debug, Clone, Serialize)]
@@ -162,12 +164,15 @@ pub fn run(
         .into_iter()
         .take(limit.unwrap_or(usize::MAX))
         .collect();
-    let mut generator = Generator::new(
-        local
-            .engine(RunOptions::default().n_ctx(4096))
-            .map_err(|e| EvalError(e.to_string()))?,
-        local.tokenizer(),
+    let backend = LocalBackend::new(
+        std::sync::Arc::new(local.clone()),
+        "when2call",
+        LocalBackendConfig::default()
+            .call_format(CallFormat::Envelope)
+            .policy(permissive())
+            .run(RunOptions::default().n_ctx(4096)),
     );
+    let mut worker = backend.worker().map_err(|e| EvalError(e.to_string()))?;
     let mut report = Report {
         cases: 0,
         correct: 0,
@@ -207,115 +212,65 @@ pub fn run(
                 continue;
             }
         };
-        let format = CallFormat::Envelope;
-        let options = GrammarOptions::default().max_reasoning(120);
-        // Two phases, as the server's `auto`: the best call first (when there are tools),
-        // judged against the request; then, when it is set aside, the model's own choice
-        // among answering, asking and aborting.
         let question = case
             .get("question")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        // The call is written with numbers the request states only, as the server's first
-        // phase does (see `provenance::ground_numbers`).
-        let grounded = provenance::ground_numbers(&registry, question);
-        let compile = |choice: ToolChoice| -> Result<_, String> {
-            let registry = match (&grounded, &choice) {
-                (Some(grounded), ToolChoice::Required) => grounded,
-                _ => &registry,
-            };
-            let grammar = format
-                .grammar(registry, &options.clone().choice(choice))
-                .map_err(|e| e.to_string())?;
-            let Grammar::JsonSchema(schema) = &grammar.grammar else {
-                return Err("the envelope grammar is a JSON Schema".to_owned());
-            };
-            local
-                .compile(
-                    &ConstraintSpec::JsonSchema(schema.clone()),
-                    &CompileOptions::default(),
-                )
-                .map_err(|e| e.to_string())
-        };
-        let phases = if registry.is_empty() {
-            compile(ToolChoice::None).map(|text| (None, text))
-        } else {
-            compile(ToolChoice::Required)
-                .and_then(|call| Ok((Some(call), compile(ToolChoice::None)?)))
-        };
-        let (call_grammar, text_grammar) = match phases {
-            Ok(p) => p,
-            Err(e) => {
-                report.skipped.push((id, e));
+        let body = json!({
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": question},
+            ],
+            "tools": registry.to_openai(),
+            "tool_choice": "auto",
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+        });
+        let prepared = proviso::server::wire::chat_request(&body)
+            .map_err(|e| e.message)
+            .and_then(|request| backend.prepare(&request).map_err(|e| e.message));
+        let job = match prepared {
+            Ok(job) => job,
+            Err(message) => {
+                report.skipped.push((id, message));
                 continue;
             }
         };
-        let mut system = instructions(&registry, format, &options);
-        system.push_str("Call a tool only when the request gives every required argument. Ask a clarification question when an argument is missing. Abort when no tool can do what is asked.\n");
-        let prompt = local
-            .prompt(&[Message::system(system), Message::user(question)])
-            .map_err(|e| EvalError(e.to_string()))?;
         let started = Instant::now();
-        let generate_options = GenerateOptions::default().max_tokens(max_tokens);
-        let registry = std::sync::Arc::new(registry);
-        let gate = ToolGate::new(std::sync::Arc::clone(&registry), format, permissive());
-        // A generation stopped on repetition is regenerated once with penalties against
-        // repetition, as every caller that may regenerate does.
-        let mut generate = |compiled| {
-            generator
-                .generate_retrying(
-                    &prompt,
-                    Some(compiled),
-                    &generate_options,
-                    2,
-                    &mut |_, _| {},
-                )
-                .map(|g| {
-                    let finish = Finish::read(Some(g.stop_reason.finish_reason()));
-                    (g.text(), finish)
-                })
+        let outcome = match worker.run(job, &mut crate::served::Quiet) {
+            Ok(mut choices) if !choices.is_empty() => {
+                let choice = choices.swap_remove(0);
+                let chosen = if !choice.tool_calls.is_empty() {
+                    "tool_call"
+                } else {
+                    match choice.reply {
+                        Reply::Clarification => "request_for_info",
+                        Reply::Abort => "cannot_answer",
+                        _ => "direct",
+                    }
+                };
+                let output = if choice.tool_calls.is_empty() {
+                    choice.content.unwrap_or_default()
+                } else {
+                    choice
+                        .tool_calls
+                        .iter()
+                        .map(|c| format!("{}({})", c.name, c.arguments))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                Ok((chosen.to_owned(), output))
+            }
+            Ok(_) => Err("no choice".to_owned()),
+            // Every attempt refused by a gate: the output was not accepted as anything.
+            Err(e @ RunError::OutputRejected { .. }) => Ok(("rejected".to_owned(), e.to_string())),
+            Err(e) => Err(e.to_string()),
         };
-        let mut outcome = Ok(None);
-        if let Some(call_grammar) = &call_grammar {
-            outcome = generate(call_grammar).map(|(text, finish)| {
-                let verdict = gate.check(&text, finish, &Usage::default());
-                let Some(Intent::ToolRequest { calls, .. }) = verdict.intent() else {
-                    return None;
-                };
-                let calls: Vec<(String, Value)> = calls
-                    .iter()
-                    .map(|c| (c.name().to_owned(), Value::Object(c.arguments().clone())))
-                    .collect();
-                match provenance::choose(&registry, &calls, question) {
-                    AutoChoice::Call => Some(("tool_call".to_owned(), text)),
-                    AutoChoice::AskFor { missing } => Some((
-                        "request_for_info".to_owned(),
-                        provenance::clarification(&registry, &missing),
-                    )),
-                    _ => None,
-                }
-            });
-        }
-        let outcome = outcome.and_then(|decided| match decided {
-            Some(decided) => Ok(decided),
-            None => generate(&text_grammar).map(|(text, finish)| {
-                // A missing or unknown stop reason is rejected by the transport gate, never
-                // read as a normal stop.
-                let chosen = match gate.check(&text, finish, &Usage::default()).intent() {
-                    Some(Intent::ToolRequest { .. }) => "tool_call",
-                    Some(Intent::Clarification { .. }) => "request_for_info",
-                    Some(Intent::Abort { .. }) => "cannot_answer",
-                    Some(_) => "direct",
-                    None => "rejected",
-                };
-                (chosen.to_owned(), text)
-            }),
-        });
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (chosen, output) = match outcome {
             Ok(o) => o,
             // One failed generation is one failed case, recorded with its error.
-            Err(e) => ("error".to_owned(), e.to_string()),
+            Err(e) => ("error".to_owned(), e),
         };
         report.cases += 1;
         report.correct += usize::from(chosen == expected);

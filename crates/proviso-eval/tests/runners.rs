@@ -81,3 +81,54 @@ fn decode_bench_modes_all_produce_valid_objects() {
     // The unconstrained replay writes the very same object.
     assert_eq!(report.rows[2].output, constrained.output);
 }
+
+#[test]
+fn when2call_runs_through_the_servers_auto_which_asks_for_what_is_missing() {
+    // One tool that needs a city: asked without one, the server's `auto` asks for it (a
+    // `clarification` reply, worded from the declaration); asked with one, it calls.
+    let tool = json!({
+        "name": "get_weather",
+        "description": "Get tomorrow's weather forecast for a city.",
+        "parameters": {
+            "type": "dict",
+            "required": ["city"],
+            "properties": {"city": {"type": "string", "description": "The city to look up"}}
+        }
+    })
+    .to_string();
+    let cases = [
+        (
+            "ask",
+            "What will the weather be like tomorrow?",
+            "request_for_info",
+        ),
+        (
+            "call",
+            "What will the weather be like in Lisbon tomorrow?",
+            "tool_call",
+        ),
+    ];
+    let lines: Vec<String> = cases
+        .iter()
+        .map(|(id, question, expected)| {
+            json!({"uuid": id, "question": question, "correct_answer": expected, "tools": [tool]})
+                .to_string()
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("proviso-w2c-{}.jsonl", std::process::id()));
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let report = proviso_eval::when2call::run(local(), &path, None, 120, &mut |_, _| {}).unwrap();
+    std::fs::remove_file(&path).ok();
+    println!("{}", report.markdown());
+    let chosen: Vec<(&str, &str)> = report
+        .results
+        .iter()
+        .map(|c| (c.id.as_str(), c.chosen.as_str()))
+        .collect();
+    assert_eq!(chosen, [("ask", "request_for_info"), ("call", "tool_call")]);
+    assert!(
+        report.results[0].output.contains("city"),
+        "{:?}",
+        report.results[0]
+    );
+}

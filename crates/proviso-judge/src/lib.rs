@@ -12,7 +12,7 @@
 use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
 use proviso_server::{
     ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, SteeringNote, ToolCallOut, ToolChoiceRequest,
+    RejectedRequest, Reply, RunError, Sink, SteeringNote, ToolCallOut, ToolChoiceRequest,
 };
 use proviso_tools::steer::{self, History, Limits};
 use proviso_tools::{CallFormat, Finish, Registry, ToolChoice, ToolGate, Usage};
@@ -334,6 +334,9 @@ pub enum Judged {
     Answer(String),
     /// Accepted calls; `id` is the provider's id when it gave one.
     Calls(Vec<ToolCallOut>),
+    /// A clarification question or an abort (a call format with typed intents): its text,
+    /// and which it is.
+    Reply(String, Reply),
 }
 
 /// How an output ended, before it is judged.
@@ -522,7 +525,10 @@ impl Judge {
         parallel: bool,
     ) -> Result<Judged, Refusal> {
         match (&judged, choice) {
-            (Judged::Answer(_), ToolChoice::Required | ToolChoice::Named(_)) => Err(Refusal::new(
+            (
+                Judged::Answer(_) | Judged::Reply(..),
+                ToolChoice::Required | ToolChoice::Named(_),
+            ) => Err(Refusal::new(
                 Gate::Application,
                 Code::MissingToolCall,
                 "tool_choice requires a tool call, and the output answered in text",
@@ -591,6 +597,12 @@ impl Judge {
                     Some(r) => Err(Refusal::from(r)),
                 },
             },
+            (Some(Intent::Clarification { question, .. }), _) => {
+                Ok(Judged::Reply(question.clone(), Reply::Clarification))
+            }
+            (Some(Intent::Abort { reason, .. }), _) => {
+                Ok(Judged::Reply(reason.clone(), Reply::Abort))
+            }
             (_, Some(r)) => Err(Refusal::from(r)),
             (Some(other), None) => Err(Refusal::new(
                 Gate::Application,
@@ -620,6 +632,7 @@ fn fragment(envelope: &Value) -> String {
 pub fn choice(base: ChoiceResult, judged: Judged) -> ChoiceResult {
     match judged {
         Judged::Answer(text) => base.content(Some(text)),
+        Judged::Reply(text, reply) => base.content(Some(text)).reply(reply),
         Judged::Calls(calls) => base
             .content(None)
             .tool_calls(calls)
@@ -734,5 +747,51 @@ mod tests {
         };
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].id, "call_test1");
+    }
+
+    #[test]
+    fn an_envelope_clarification_or_abort_is_a_typed_reply_never_a_call_or_an_answer() {
+        let registry = Registry::from_openai(&json!([{"type": "function", "function": {
+            "name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]))
+        .unwrap();
+        let judge = |choice: ToolChoice| Judge::Tools {
+            gate: Box::new(ToolGate::new(
+                std::sync::Arc::new(registry.clone()),
+                proviso_tools::CallFormat::Envelope,
+                proviso_tools::Policy::default(),
+            )),
+            native: false,
+            answer: None,
+            choice,
+            parallel: true,
+        };
+        let ask =
+            r#"{"reasoning": "no city", "intent": "clarification", "question": "Which city?"}"#;
+        let judged = judge(ToolChoice::Auto).local(ask, &mut |_| String::new());
+        assert_eq!(
+            judged,
+            Ok(Judged::Reply("Which city?".into(), Reply::Clarification))
+        );
+        let abort =
+            r#"{"reasoning": "no tool", "intent": "abort", "reason": "No tool books flights."}"#;
+        let judged = judge(ToolChoice::Auto).local(abort, &mut |_| String::new());
+        assert_eq!(
+            judged,
+            Ok(Judged::Reply("No tool books flights.".into(), Reply::Abort))
+        );
+        // Under `required` a reply is not the call the client asked for.
+        let refused = judge(ToolChoice::Required)
+            .local(ask, &mut |_| String::new())
+            .unwrap_err();
+        assert_eq!(refused.code, Code::MissingToolCall);
+        let choice = super::choice(
+            ChoiceResult::new(0, 1, 1),
+            Judged::Reply("Which city?".into(), Reply::Clarification),
+        );
+        assert_eq!(
+            (choice.content.as_deref(), choice.reply),
+            (Some("Which city?"), Reply::Clarification)
+        );
     }
 }

@@ -159,6 +159,33 @@ impl WorkerError {
     }
 }
 
+/// What a text choice is: an answer, or one of the typed intents that are not answers.
+/// A client that reads only `content` sees the question or the reason as text; one that
+/// reads `proviso.reply` on the choice knows which it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Reply {
+    /// An answer (the default, and what every call-free output of a plain chat is).
+    #[default]
+    Answer,
+    /// A question back to the user: information the request lacks.
+    Clarification,
+    /// A statement that the request cannot be done with the tools at hand.
+    Abort,
+}
+
+impl Reply {
+    /// The reply's name on the wire.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answer => "answer",
+            Self::Clarification => "clarification",
+            Self::Abort => "abort",
+        }
+    }
+}
+
 /// Why a choice ended, exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -249,6 +276,8 @@ pub struct ChoiceResult {
     pub rejections: Vec<proviso_contract::Gate>,
     /// The text's token log-probabilities, when the request asked for them.
     pub logprobs: Option<Vec<TokenLogprobOut>>,
+    /// What the text is, when it is not an answer.
+    pub reply: Reply,
 }
 
 impl ChoiceResult {
@@ -266,6 +295,7 @@ impl ChoiceResult {
             timings: Timings::default(),
             rejections: Vec::new(),
             logprobs: None,
+            reply: Reply::Answer,
         }
     }
 }
@@ -277,6 +307,7 @@ proviso_macros::setters!(ChoiceResult {
     timings: Timings,
     rejections: Vec<proviso_contract::Gate>,
     logprobs: Option<Vec<TokenLogprobOut>>,
+    reply: Reply,
 });
 
 /// One generated token's log-probability on the wire, with its most likely alternatives.

@@ -24,7 +24,7 @@ pub mod wire;
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
 pub use backend::{
     call_id, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
-    PromptInput, RejectedRequest, RunError, SamplingParams, Sink, SteeringNote, Timings,
+    PromptInput, RejectedRequest, Reply, RunError, SamplingParams, Sink, SteeringNote, Timings,
     TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker, WorkerError,
 };
 pub use metrics::Metrics;

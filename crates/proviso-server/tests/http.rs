@@ -83,6 +83,13 @@ fn routes_and_wire_format() {
         body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
         "get_arm"
     );
+    // A clarification is text to a client that reads `content`, and says what it is on the
+    // choice; an answer carries no such field.
+    let (_, body) = server.post("/v1/chat/completions", &chat("ask me"));
+    assert_eq!(body["choices"][0]["message"]["content"], "Which trial?");
+    assert_eq!(body["choices"][0]["proviso"]["reply"], "clarification");
+    let (_, body) = server.post("/v1/chat/completions", &chat("hello there"));
+    assert!(body["choices"][0].get("proviso").is_none());
     let (_, body) = server.post(
         "/v1/completions",
         &json!({"model": "echo", "prompt": "one two", "n": 2}),

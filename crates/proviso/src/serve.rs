@@ -12,8 +12,8 @@ use proviso_decode::{
 use proviso_llama::{BatchOptions, Batcher, RunOptions};
 use proviso_server::{
     Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut, Worker,
-    WorkerError,
+    RejectedRequest, Reply, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut,
+    Worker, WorkerError,
 };
 use proviso_tools::steer::{self, Limits};
 use proviso_tools::{
@@ -846,19 +846,37 @@ impl Worker for LocalWorker {
                 let mut verdict = verdict;
                 if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
                     let calls = parsed(&choice.tool_calls);
-                    if probing
-                        && !calls.is_empty()
-                        && proviso_tools::provenance::choose(
+                    if probing && !calls.is_empty() {
+                        match proviso_tools::provenance::choose(
                             &auto.registry,
                             &calls,
                             &auto.conversation,
-                        ) != proviso_tools::AutoChoice::Call
-                    {
-                        answering = true;
-                        attempt = 0;
-                        continue;
+                        ) {
+                            proviso_tools::AutoChoice::Call => {}
+                            // The tool is the right one but the request does not give what
+                            // it requires: ask for it, in words from the declarations,
+                            // rather than call with invented values or answer without it.
+                            proviso_tools::AutoChoice::AskFor { missing } => {
+                                choice.tool_calls.clear();
+                                choice.content = Some(proviso_tools::provenance::clarification(
+                                    &auto.registry,
+                                    &missing,
+                                ));
+                                choice.finish_reason = FinishReason::Stop;
+                                choice.reply = Reply::Clarification;
+                            }
+                            _ => {
+                                answering = true;
+                                attempt = 0;
+                                continue;
+                            }
+                        }
                     }
-                    if let Some((other, tokens)) = self.retarget(auto, &job, &options, &calls) {
+                    if choice.reply == Reply::Clarification {
+                        // Asked: nothing to retarget or fan out.
+                    } else if let Some((other, tokens)) =
+                        self.retarget(auto, &job, &options, &calls)
+                    {
                         completion_tokens += tokens;
                         sink.generated(tokens);
                         choice.tool_calls = other;

@@ -104,7 +104,11 @@ pub(super) fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
                     if !c.tool_calls.is_empty() {
                         message["tool_calls"] = tool_calls_json(meta, c);
                     }
-                    json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()})
+                    let mut choice = json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()});
+                    if c.reply != crate::backend::Reply::Answer {
+                        choice["proviso"] = json!({"reply": c.reply.as_str()});
+                    }
+                    choice
                 })
                 .collect();
             let mut response = json!({"id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,

@@ -111,6 +111,15 @@ impl Worker for Echo {
                 choices.push(choice);
                 continue;
             }
+            // `ask …`: a clarification reply, as the local backend's `auto` makes one.
+            if job.text.starts_with("ask") {
+                sink.send(index, Delta::Content("Which trial?".into()));
+                choices.push(
+                    base.content(Some("Which trial?".into()))
+                        .reply(proviso_server::Reply::Clarification),
+                );
+                continue;
+            }
             let mut out = String::new();
             let mut finish = FinishReason::Stop;
             for (i, word) in job.text.split_inclusive(' ').enumerate() {
