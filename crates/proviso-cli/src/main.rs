@@ -237,15 +237,12 @@ fn check(args: &CheckArgs) -> Result<ExitCode> {
             } else {
                 match std::str::from_utf8(&input) {
                     Ok(text) => gate.check(text, proviso::tools::Finish::Stop, &usage),
-                    Err(_) => proviso::Verdict::rejected(
-                        Vec::new(),
-                        proviso::Rejection::new(
-                            proviso::Gate::Parse,
-                            proviso::Code::InvalidUtf8,
-                            "the input is not UTF-8",
-                            proviso::Location::default(),
-                        ),
-                    ),
+                    Err(_) => proviso::Progress::new().reject(proviso::Rejection::new(
+                        proviso::Gate::Parse,
+                        proviso::Code::InvalidUtf8,
+                        "the input is not UTF-8",
+                        proviso::Location::default(),
+                    )),
                 }
             }
         }

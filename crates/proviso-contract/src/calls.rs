@@ -4,7 +4,7 @@
 //! [`Contract::check`](crate::Contract::check) or out of [`judge_calls`], which runs every
 //! call through the declared tool's argument schema before any later gate (policy,
 //! permission, budget) gets to see it. A pipeline that makes no call accepts its other
-//! intent with [`Verdict::without_calls`], which refuses a tool request.
+//! intent with [`Progress::without_calls`], which refuses a tool request.
 
 use serde_json::{Map, Value};
 
@@ -12,7 +12,7 @@ use crate::code::Code;
 use crate::intent::{Intent, IntentClass, ToolCall};
 use crate::rejection::{Gate, Location, Rejection, Violation};
 use crate::schema::CompiledSchema;
-use crate::verdict::{GateStatus, Verdict};
+use crate::verdict::{Progress, Verdict};
 
 /// One call as a call format read it, before any schema check.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,31 +49,28 @@ pub struct CallKeys {
 /// be an object valid under that tool's schema; every violation of every call is reported),
 /// then the later gates in `later`, and accepts a tool request only if both pass.
 ///
-/// `gates` lists the gates already passed (transport, parse). `id` names the accepted call
-/// at each index. `later` receives the calls that passed the schema gate, each with its
-/// pointer, and records the gates it runs in the list it is given.
+/// `progress` holds the gates already passed (transport, parse). `id` names the accepted
+/// call at each index. `later` receives the calls that passed the schema gate, each with its
+/// pointer, and records the gates it runs in `progress`.
 ///
 /// An empty `calls` is rejected (`empty_call_list`): a step without calls is accepted with
-/// [`Verdict::without_calls`].
+/// [`Progress::without_calls`].
 pub fn judge_calls(
     catalog: &dyn ToolCatalog,
     keys: CallKeys,
     calls: Vec<ProposedCall>,
-    mut gates: Vec<(Gate, GateStatus)>,
+    mut progress: Progress,
     id: &dyn Fn(usize) -> String,
     rationale: Option<String>,
-    later: impl FnOnce(&[(ToolCall, String)], &mut Vec<(Gate, GateStatus)>) -> Result<(), Rejection>,
+    later: impl FnOnce(&[(ToolCall, String)], &mut Progress) -> Result<(), Rejection>,
 ) -> Verdict {
     if calls.is_empty() {
-        return Verdict::rejected(
-            gates,
-            Rejection::new(
-                Gate::Parse,
-                Code::EmptyCallList,
-                "a tool request holds no call",
-                Location::default(),
-            ),
-        );
+        return progress.reject(Rejection::new(
+            Gate::Parse,
+            Code::EmptyCallList,
+            "a tool request holds no call",
+            Location::default(),
+        ));
     }
     let mut violations = Vec::new();
     let mut accepted = Vec::with_capacity(calls.len());
@@ -96,14 +93,14 @@ pub fn judge_calls(
         }
     }
     if !violations.is_empty() {
-        return Verdict::rejected(gates, Rejection::from_violations(Gate::Schema, violations));
+        return progress.reject(Rejection::from_violations(Gate::Schema, violations));
     }
-    gates.push((Gate::Schema, GateStatus::Passed));
-    if let Err(rejection) = later(&accepted, &mut gates) {
-        return Verdict::rejected(gates, rejection);
+    progress.pass(Gate::Schema);
+    if let Err(rejection) = later(&accepted, &mut progress) {
+        return progress.reject(rejection);
     }
     let calls = accepted.into_iter().map(|(call, _)| call).collect();
-    Verdict::sealed(gates, Intent::ToolRequest { calls, rationale })
+    progress.accept(Intent::ToolRequest { calls, rationale })
 }
 
 /// The schema gate's finding for a call to a tool that is not declared.

@@ -60,4 +60,4 @@ pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};
 pub use transport::{open_envelope, Finish, Payload, TransportedArguments, TransportedCall};
-pub use verdict::{GateStatus, Verdict};
+pub use verdict::{GateStatus, Progress, Verdict};

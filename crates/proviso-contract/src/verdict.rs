@@ -41,13 +41,13 @@ pub enum GateStatus {
 /// let verdict = Verdict { outcome: Ok(request), gates: Vec::new() };
 /// ```
 ///
-/// and [`Verdict::without_calls`] turns one into a rejection:
+/// and [`Progress::without_calls`] turns one into a rejection:
 ///
 /// ```
-/// use proviso_contract::{Code, Intent, IntentClass, ToolCall, Verdict};
+/// use proviso_contract::{Code, Intent, IntentClass, Progress, ToolCall};
 /// let call = ToolCall::new(None, "drop_table".into(), Default::default(), IntentClass::Mutate);
 /// let request = Intent::ToolRequest { calls: vec![call], rationale: None };
-/// let verdict = Verdict::without_calls(Vec::new(), request);
+/// let verdict = Progress::new().without_calls(request);
 /// assert!(!verdict.accepted());
 /// assert_eq!(verdict.rejection().unwrap().code(), &Code::UnsupportedIntent);
 /// ```
@@ -58,51 +58,6 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// A rejection recorded by another pipeline over the same gates (the tool gate, the
-    /// harness): `gates` lists each gate that ran, in order, and how it went. The
-    /// rejection's gate is marked failed if the list does not already say so.
-    #[must_use]
-    pub fn rejected(mut gates: Vec<(Gate, GateStatus)>, rejection: Rejection) -> Self {
-        if !gates
-            .iter()
-            .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
-        {
-            gates.push((rejection.gate(), GateStatus::Failed));
-        }
-        Self {
-            outcome: Err(rejection),
-            gates,
-        }
-    }
-
-    /// Accepts a step that makes no call (a final answer, a clarification, a plan update,
-    /// an abort) after another pipeline's gates passed it. A tool request is refused here
-    /// (`unsupported_intent`): it is accepted only through the schema gate of
-    /// [`judge_calls`](crate::judge_calls).
-    #[must_use]
-    pub fn without_calls(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
-        if matches!(intent, Intent::ToolRequest { .. }) {
-            return Self::rejected(
-                gates,
-                Rejection::new(
-                    Gate::Application,
-                    Code::UnsupportedIntent,
-                    "a tool request is accepted only through the declared tools' schema gate",
-                    Location::default(),
-                ),
-            );
-        }
-        Self::sealed(gates, intent)
-    }
-
-    /// An accepted verdict; only the gates of this crate make one.
-    pub(crate) fn sealed(gates: Vec<(Gate, GateStatus)>, intent: Intent) -> Self {
-        Self {
-            outcome: Ok(intent),
-            gates,
-        }
-    }
-
     /// Whether every gate passed.
     #[must_use]
     pub fn accepted(&self) -> bool {
@@ -199,30 +154,93 @@ const PIPELINE: [Gate; 5] = [
     Gate::Evidence,
 ];
 
-/// Records gate outcomes as the check proceeds.
-pub(crate) struct Progress {
+/// The gates a check has run so far, in order. Every pipeline over the gates (the
+/// contract's [`Contract::check`](crate::Contract::check), the tool gate, the harness's own
+/// application rules) records each gate here and ends with one of its endings, so every
+/// verdict's gate list is built the same way:
+///
+/// * [`Progress::reject`]: the first gate that failed, marked failed;
+/// * [`Progress::without_calls`]: a step that makes no call, accepted;
+/// * an accepted tool request, made only by the schema gate
+///   ([`judge_calls`](crate::judge_calls)).
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
     gates: Vec<(Gate, GateStatus)>,
 }
 
 impl Progress {
-    pub(crate) fn new() -> Self {
+    /// No gate has run yet.
+    #[must_use]
+    pub fn new() -> Self {
         Self {
-            gates: Vec::with_capacity(PIPELINE.len()),
+            gates: Vec::with_capacity(PIPELINE.len() + 3),
         }
     }
 
-    pub(crate) fn mark(&mut self, gate: Gate, status: GateStatus) {
+    /// The gates of `verdict` up to (not including) `gate`: for a pipeline that judges a
+    /// verdict again from that gate on (the harness refusing a repeated call).
+    #[must_use]
+    pub fn before(verdict: &Verdict, gate: Gate) -> Self {
+        Self {
+            gates: verdict
+                .gates()
+                .iter()
+                .take_while(|(g, _)| *g != gate)
+                .copied()
+                .collect(),
+        }
+    }
+
+    /// Records how `gate` went.
+    pub fn mark(&mut self, gate: Gate, status: GateStatus) {
         self.gates.push((gate, status));
     }
 
-    pub(crate) fn reject(mut self, rejection: Rejection) -> Verdict {
-        self.mark(rejection.gate(), GateStatus::Failed);
+    /// Records that `gate` passed.
+    pub fn pass(&mut self, gate: Gate) {
+        self.mark(gate, GateStatus::Passed);
+    }
+
+    /// The gates recorded so far.
+    #[must_use]
+    pub fn gates(&self) -> &[(Gate, GateStatus)] {
+        &self.gates
+    }
+
+    /// Ends the check with `rejection`; its gate is marked failed unless it already is.
+    #[must_use]
+    pub fn reject(mut self, rejection: Rejection) -> Verdict {
+        if !self
+            .gates
+            .iter()
+            .any(|(g, s)| *g == rejection.gate() && *s == GateStatus::Failed)
+        {
+            self.mark(rejection.gate(), GateStatus::Failed);
+        }
         Verdict {
             outcome: Err(rejection),
             gates: self.gates,
         }
     }
 
+    /// Accepts a step that makes no call (a final answer, a clarification, a plan update,
+    /// an abort) once the gates recorded passed it. A tool request is refused here
+    /// (`unsupported_intent`): it is accepted only through the schema gate of
+    /// [`judge_calls`](crate::judge_calls).
+    #[must_use]
+    pub fn without_calls(self, intent: Intent) -> Verdict {
+        if matches!(intent, Intent::ToolRequest { .. }) {
+            return self.reject(Rejection::new(
+                Gate::Application,
+                Code::UnsupportedIntent,
+                "a tool request is accepted only through the declared tools' schema gate",
+                Location::default(),
+            ));
+        }
+        self.accept(intent)
+    }
+
+    /// An accepted verdict; only the gates of this crate make one with a tool request.
     pub(crate) fn accept(self, intent: Intent) -> Verdict {
         Verdict {
             outcome: Ok(intent),

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proviso_contract::{
-    Code, Contract, Gate, GateStatus, Intent, NextStep, Output, Question, Rejection,
-    SourceDocument, SourceStore, ToolCall, Verdict,
+    Code, Contract, Gate, Intent, NextStep, Output, Progress, Question, Rejection, SourceDocument,
+    SourceStore, ToolCall, Verdict,
 };
 use proviso_tools::{
     instructions, CallFormat, CallGrammar, Finish, GrammarOptions, Policy, ToolChoice, ToolError,
@@ -1159,13 +1159,7 @@ fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
     let Some((index, earlier)) = repeated else {
         return verdict;
     };
-    let mut gates: Vec<(Gate, GateStatus)> = verdict
-        .gates()
-        .iter()
-        .take_while(|(g, _)| *g != Gate::Application)
-        .copied()
-        .collect();
-    gates.push((Gate::Application, GateStatus::Failed));
+    let progress = Progress::before(&verdict, Gate::Application);
     let rejection = Rejection::new(
         Gate::Application,
         Code::RepeatedCall,
@@ -1177,7 +1171,7 @@ fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
         ),
         proviso_contract::Location::instance(format!("/calls/{index}")),
     );
-    Verdict::rejected(gates, rejection)
+    progress.reject(rejection)
 }
 
 /// The observation a rejected step leaves for the model: the gate, the code and the message,

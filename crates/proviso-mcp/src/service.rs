@@ -279,7 +279,9 @@ impl Catalog {
             other: None,
             rationale: None,
         };
-        let verdict = self.gate.check_proposal(proposal, usage, Vec::new());
+        let verdict = self
+            .gate
+            .check_proposal(proposal, usage, proviso_contract::Progress::new());
         match verdict.into_result()? {
             Intent::ToolRequest { calls, .. } => match calls.first() {
                 Some(call) => self.gate.admit(call),

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use proviso_contract::{
-    judge_calls, CallKeys, Code, Gate, GateStatus, Intent, Location, NextStep, Rejection, ToolCall,
-    Verdict, Violation,
+    judge_calls, CallKeys, Code, Gate, GateStatus, Intent, Location, NextStep, Progress, Rejection,
+    ToolCall, Verdict, Violation,
 };
 
 use crate::format::{CallFormat, Proposal};
@@ -72,24 +72,24 @@ impl ToolGate {
     /// (or `call_1`, … for step 0), the ids the harness executes them under.
     #[must_use]
     pub fn check_step(&self, text: &str, finish: Finish, usage: &Usage, step: u64) -> Verdict {
-        let mut gates = Vec::with_capacity(8);
+        let mut progress = Progress::new();
         // Gate 1: transport. Only a natural end is parsed; every other end is a fragment.
         if let Some(rejection) = finish.rejection(Some(finish.as_str()), "") {
-            return Verdict::rejected(gates, rejection);
+            return progress.reject(rejection);
         }
-        gates.push((Gate::Transport, GateStatus::Passed));
+        progress.pass(Gate::Transport);
         // Gate 2: parse, in the call format.
         let proposal = match self.format.parse(text, &self.registry) {
             Ok(p) => p,
             Err(rejection) => {
                 if rejection.gate() != Gate::Parse {
-                    gates.push((Gate::Parse, GateStatus::Passed));
+                    progress.pass(Gate::Parse);
                 }
-                return Verdict::rejected(gates, rejection);
+                return progress.reject(rejection);
             }
         };
-        gates.push((Gate::Parse, GateStatus::Passed));
-        self.numbered(proposal, usage, gates, step)
+        progress.pass(Gate::Parse);
+        self.numbered(proposal, usage, progress, step)
     }
 
     /// Checks a provider response envelope (an OpenAI chat completion or an Anthropic
@@ -98,41 +98,36 @@ impl ToolGate {
     /// in this gate's call format.
     #[must_use]
     pub fn check_envelope(&self, envelope: &[u8], usage: &Usage) -> Verdict {
-        let mut gates = Vec::with_capacity(8);
+        let mut progress = Progress::new();
         let value = match proviso_json::parse(envelope, &proviso_json::ParseOptions::default()) {
             Ok(v) => v,
             Err(e) => {
-                return Verdict::rejected(
-                    gates,
-                    Rejection::new(
-                        Gate::Transport,
-                        Code::MalformedEnvelope,
-                        format!("the envelope is not strict JSON: {e}"),
-                        Location::at(e.position()),
-                    ),
-                )
+                return progress.reject(Rejection::new(
+                    Gate::Transport,
+                    Code::MalformedEnvelope,
+                    format!("the envelope is not strict JSON: {e}"),
+                    Location::at(e.position()),
+                ))
             }
         };
         let payload = match proviso_contract::open_envelope(&value) {
             Ok(p) => p,
-            Err(rejection) => {
-                return Verdict::rejected(gates, rejection.with_text_position(envelope))
-            }
+            Err(rejection) => return progress.reject(rejection.with_text_position(envelope)),
         };
-        gates.push((Gate::Transport, GateStatus::Passed));
+        progress.pass(Gate::Transport);
         if payload.tool_calls.is_empty() {
             let text = payload.text.unwrap_or_default();
             let proposal = match self.format.parse(&text, &self.registry) {
                 Ok(p) => p,
                 Err(rejection) => {
                     if rejection.gate() != Gate::Parse {
-                        gates.push((Gate::Parse, GateStatus::Passed));
+                        progress.pass(Gate::Parse);
                     }
-                    return Verdict::rejected(gates, rejection);
+                    return progress.reject(rejection);
                 }
             };
-            gates.push((Gate::Parse, GateStatus::Passed));
-            return self.check_proposal(proposal, usage, gates);
+            progress.pass(Gate::Parse);
+            return self.check_proposal(proposal, usage, progress);
         }
         let mut calls = Vec::with_capacity(payload.tool_calls.len());
         for call in payload.tool_calls {
@@ -145,8 +140,7 @@ impl ToolGate {
                     ) {
                         Ok(v) => v,
                         Err(e) => {
-                            return Verdict::rejected(
-                                gates,
+                            return progress.reject(
                                 Rejection::from_parse_error(&e).with_instance_path(&format!(
                                     "{}/function/arguments",
                                     call.pointer
@@ -162,7 +156,7 @@ impl ToolGate {
                 pointer: call.pointer,
             });
         }
-        gates.push((Gate::Parse, GateStatus::Passed));
+        progress.pass(Gate::Parse);
         let rationale = payload.text.filter(|t| !t.trim().is_empty());
         self.check_proposal(
             Proposal {
@@ -171,27 +165,22 @@ impl ToolGate {
                 rationale,
             },
             usage,
-            gates,
+            progress,
         )
     }
 
     /// Runs the gates from schema on over a parsed proposal (the server uses this for calls
     /// that arrive already split out of a provider's response).
     #[must_use]
-    pub fn check_proposal(
-        &self,
-        proposal: Proposal,
-        usage: &Usage,
-        gates: Vec<(Gate, GateStatus)>,
-    ) -> Verdict {
-        self.numbered(proposal, usage, gates, 0)
+    pub fn check_proposal(&self, proposal: Proposal, usage: &Usage, progress: Progress) -> Verdict {
+        self.numbered(proposal, usage, progress, 0)
     }
 
     fn numbered(
         &self,
         proposal: Proposal,
         usage: &Usage,
-        mut gates: Vec<(Gate, GateStatus)>,
+        mut progress: Progress,
         step: u64,
     ) -> Verdict {
         let Proposal {
@@ -208,20 +197,20 @@ impl ToolGate {
                 Gate::Budget,
                 Gate::Evidence,
             ] {
-                gates.push((
+                progress.mark(
                     gate,
                     if gate == Gate::Schema {
                         GateStatus::Passed
                     } else {
                         GateStatus::NotApplicable
                     },
-                ));
+                );
             }
             let intent = other.unwrap_or_else(|| Intent::FinalAnswer {
                 answer: Arc::new(serde_json::Value::String(String::new())),
                 reasoning: rationale,
             });
-            return Verdict::without_calls(gates, intent);
+            return progress.without_calls(intent);
         }
         // Gate 3, schema, runs in the contract crate: only it makes an accepted tool
         // request. The later gates run on the calls that passed it.
@@ -240,10 +229,10 @@ impl ToolGate {
             self.registry.as_ref(),
             keys,
             calls,
-            gates,
+            progress,
             &id,
             rationale,
-            |accepted, gates| self.later_gates(accepted, usage, gates),
+            |accepted, progress| self.later_gates(accepted, usage, progress),
         )
     }
 
@@ -253,7 +242,7 @@ impl ToolGate {
         &self,
         accepted: &[(ToolCall, String)],
         usage: &Usage,
-        gates: &mut Vec<(Gate, GateStatus)>,
+        progress: &mut Progress,
     ) -> Result<(), Rejection> {
         let accepted: Vec<(&crate::registry::Tool, &ToolCall, &str)> = accepted
             .iter()
@@ -263,7 +252,7 @@ impl ToolGate {
                     .map(|tool| (tool, call, pointer.as_str()))
             })
             .collect();
-        gates.push((Gate::Application, GateStatus::NotApplicable));
+        progress.mark(Gate::Application, GateStatus::NotApplicable);
         // Gate 4: argument policies.
         let mut violations = Vec::new();
         let mut any_policy = false;
@@ -280,14 +269,14 @@ impl ToolGate {
         if !violations.is_empty() {
             return Err(Rejection::from_violations(Gate::Policy, violations));
         }
-        gates.push((
+        progress.mark(
             Gate::Policy,
             if any_policy {
                 GateStatus::Passed
             } else {
                 GateStatus::NotApplicable
             },
-        ));
+        );
         // Gate 5: permission.
         let role = self.policy.caller();
         let mut violations = Vec::new();
@@ -310,13 +299,13 @@ impl ToolGate {
             return Err(Rejection::from_violations(Gate::Permission, violations)
                 .with_next_step(NextStep::Stop));
         }
-        gates.push((Gate::Permission, GateStatus::Passed));
+        progress.pass(Gate::Permission);
         // Gate 6: budget.
         if let Some(rejection) = self.budget(&accepted, usage) {
             return Err(rejection);
         }
-        gates.push((Gate::Budget, GateStatus::Passed));
-        gates.push((Gate::Evidence, GateStatus::NotApplicable));
+        progress.pass(Gate::Budget);
+        progress.mark(Gate::Evidence, GateStatus::NotApplicable);
         Ok(())
     }
 

@@ -15,8 +15,9 @@
 pub use proviso_contract::{
     Answer, AnswerStatus, Citation, Claim, Code, CompiledSchema, Contract, ContractBuilder,
     ContractError, DeclaredTool, EvidencePolicy, FnRule, Gate, GateStatus, Intent, IntentClass,
-    Location, Message, MessageToolCall, NextStep, Ordered, Output, OutputKind, Rejection, Role,
-    Rule, SchemaOptions, SourceDocument, SourceStore, ToolCall, Verdict, VersionCheck, Violation,
+    Location, Message, MessageToolCall, NextStep, Ordered, Output, OutputKind, Progress, Rejection,
+    Role, Rule, SchemaOptions, SourceDocument, SourceStore, ToolCall, Verdict, VersionCheck,
+    Violation,
 };
 
 /// Contracts, gates, verdicts and intents (re-export of `proviso-contract`).
