@@ -5,14 +5,14 @@
 
 /// Words that carry no content: they neither rank a line nor need to be quoted to be said.
 pub const FUNCTION_WORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "because",
-    "been", "before", "both", "but", "by", "can", "could", "did", "do", "does", "due", "each",
-    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "many",
-    "may", "me", "more", "most", "much", "my", "no", "none", "not", "of", "on", "one", "only",
-    "or", "other", "our", "over", "per", "should", "so", "such", "than", "that", "the", "their",
-    "them", "then", "there", "these", "they", "this", "those", "to", "two", "under", "up", "was",
-    "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will",
-    "with", "within", "would", "yes", "you", "your",
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "both", "but", "by", "can", "could", "did", "do", "does", "due",
+    "each", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
+    "many", "may", "me", "more", "most", "much", "my", "no", "none", "not", "of", "on", "one",
+    "only", "or", "other", "our", "over", "per", "should", "so", "such", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "those", "to", "two", "under", "up",
+    "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why",
+    "will", "with", "within", "would", "yes", "you", "your",
 ];
 
 /// Whether `word` (any case) is a function word.
@@ -178,7 +178,8 @@ fn raw_stem(word: &str) -> String {
         _ => lower,
     };
     // `opened` meets `open`, `testing` meets `test`: a verb ending goes when a word of
-    // three letters or more remains.
+    // three letters or more remains. `used` meets `use` (its `d` goes when the `-ed` would
+    // leave too little, unless the word ends in `-eed`: `need`, `fee`).
     let lower = ["ing", "ed"]
         .iter()
         .find_map(|suffix| {
@@ -187,10 +188,23 @@ fn raw_stem(word: &str) -> String {
                 .filter(|rest| rest.chars().count() >= 3)
                 .map(str::to_owned)
         })
+        .or_else(|| {
+            lower
+                .strip_suffix('d')
+                .filter(|rest| rest.ends_with('e') && !rest.ends_with("ee"))
+                .filter(|rest| rest.chars().count() >= 3)
+                .map(str::to_owned)
+        })
         .unwrap_or(lower);
     let singular = match lower.strip_suffix('s') {
         Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
         _ => lower.as_str(),
+    };
+    // A silent final `e` goes, so that `close`, `closes` and `closed` meet (as `use`,
+    // `uses` and `used` do), unless too little would remain or it is one of two (`fee`).
+    let singular = match singular.strip_suffix('e') {
+        Some(rest) if rest.chars().count() >= 2 && !rest.ends_with('e') => rest,
+        _ => singular,
     };
     singular.chars().take(5).collect()
 }
@@ -234,19 +248,35 @@ const IRREGULAR: &[(&str, &str)] = &[
     ("drew drawn", "draw"),
 ];
 
-/// The content words of `text`, stemmed, in order. A capital letter standing alone after
-/// the first word is a label (`Arm A`), not the article `a`.
+/// Whether `words[i]` is a label: a capital letter standing alone after the first word
+/// (`Arm A`, `Phase I`), not the article `a` or the pronoun `I` (`can I`, `am I`): `I` is a
+/// label only after a content word.
+#[must_use]
+pub fn is_label(words: &[&str], i: usize) -> bool {
+    let Some(w) = words.get(i) else {
+        return false;
+    };
+    i > 0
+        && w.len() == 1
+        && w.chars().all(|c| c.is_ascii_uppercase())
+        && (*w != "I" || words.get(i - 1).is_some_and(|p| !is_function_word(p)))
+}
+
+/// The content words of `text`, in order: every word that is not a function word, and the
+/// labels ([`is_label`]).
+#[must_use]
+pub fn content_words(text: &str) -> Vec<&str> {
+    let all = words(text);
+    (0..all.len())
+        .filter(|&i| is_label(&all, i) || !is_function_word(all[i]))
+        .map(|i| all[i])
+        .collect()
+}
+
+/// The content words of `text`, stemmed, in order (see [`content_words`]).
 #[must_use]
 pub fn content_stems(text: &str) -> Vec<String> {
-    words(text)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, w)| {
-            let label = *i > 0 && w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase());
-            label || !is_function_word(w)
-        })
-        .map(|(_, w)| stem(w))
-        .collect()
+    content_words(text).into_iter().map(stem).collect()
 }
 
 /// Number words a text may spell an amount with.
@@ -645,6 +675,17 @@ mod tests {
         assert_eq!(stem("opened"), stem("open"));
         assert_eq!(stem("enrolled"), stem("enrollment"));
         assert_eq!(stem("testing"), stem("tests"));
+        // A silent `e`: the base form, its plural and its past meet.
+        for (a, b) in [
+            ("used", "use"),
+            ("uses", "use"),
+            ("closed", "close"),
+            ("based", "base"),
+        ] {
+            assert_eq!(stem(a), stem(b), "{a} {b}");
+        }
+        assert_ne!(stem("need"), stem("ne"));
+        assert_ne!(stem("feed"), stem("fee"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
         assert_eq!(
             content_stems("What does Arm A of the trial get?"),

@@ -508,7 +508,16 @@ impl Question {
             }
         };
         let tokens = words(&lower);
-        let earlier = tokens.iter().any(|t| EARLIER.contains(t))
+        // `old` in an age (`9-year-old`, `two weeks old`) is not a version.
+        let age = |i: usize| {
+            tokens[i] == "old"
+                && i > 0
+                && [
+                    "year", "years", "month", "months", "week", "weeks", "day", "days",
+                ]
+                .contains(&tokens[i - 1])
+        };
+        let earlier = (0..tokens.len()).any(|i| EARLIER.contains(&tokens[i]) && !age(i))
             || lower.contains("first version")
             || superseded.iter().any(|v| {
                 let v = v.to_lowercase();
@@ -1132,6 +1141,7 @@ mod tests {
         let q = Question::new("What was the limit under the previous policy?", &store);
         assert!(q.asks_earlier_version());
         assert!(!Question::new("What is the limit now?", &store).asks_earlier_version());
+        assert!(!Question::new("Can my 9-year-old borrow?", &store).asks_earlier_version());
         assert!(Question::new("What did the v1 policy say?", &store).asks_earlier_version());
         let line = "The limit is 600 yuan.";
         assert!(!q

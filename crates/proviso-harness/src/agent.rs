@@ -914,7 +914,7 @@ impl Agent {
         // Arguments are grounded first, so that a grounded argument space that is now
         // finite has the calls that already ran taken out of it.
         let grounded_registry = if steering.ground_arguments && finish.is_none() {
-            steer::ground_arguments(registry, question, executed)
+            steer::ground_arguments(registry, question, executed, &steering.read_tools)
         } else {
             None
         };

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeSet;
 
-use proviso_contract::lexicon::{content_stems, is_function_word, words};
+use proviso_contract::lexicon::{content_stems, content_words};
 use proviso_contract::{Claim, Contract, EvidencePolicy, Question, SourceStore};
 use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 use crate::toolbox::ExecutedCall;
 use crate::toolbox::ToolOutcome;
 
-use proviso_tools::steer::{is_free_text, is_label, regex_escape, words_pattern, FINITE_LIMIT};
+use proviso_tools::steer::{is_free_text, regex_escape, words_pattern, FINITE_LIMIT};
 /// Most values a grounded free-text argument is enumerated into (beyond it, a pattern).
 const MAX_QUERIES: usize = 255;
 /// Most observed lines offered as citations in one answer grammar.
@@ -648,11 +648,8 @@ fn span_pattern(cited: &[&Citable], max_spans: usize) -> String {
 /// The question's content words, in order, each once.
 fn query_words(text: &str) -> Vec<String> {
     let mut seen = BTreeSet::new();
-    words(text)
+    content_words(text)
         .into_iter()
-        .enumerate()
-        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
-        .map(|(_, w)| w)
         .filter(|w| seen.insert(w.to_lowercase()))
         .map(str::to_owned)
         .collect()
@@ -727,6 +724,7 @@ pub(crate) fn ground_arguments(
     registry: &Registry,
     question: &str,
     executed: &[ExecutedCall],
+    read_tools: &[String],
 ) -> Option<Registry> {
     let words = words_pattern(question, 8);
     let content = query_words(question);
@@ -841,16 +839,51 @@ pub(crate) fn ground_arguments(
     });
     // A tool that needs an id nobody has named yet (a trial's record before any trial id
     // was seen) cannot be called usefully: it leaves the step, unless nothing else is left.
+    // So does a read, before any lookup returned, of a source the question does not name:
+    // chosen from the list of every source, it is a guess.
     let narrowed = grounded.as_ref().unwrap_or(registry);
     let callable: Vec<proviso_tools::ToolSpec> = narrowed
         .iter()
         .map(|t| t.spec().clone())
         .filter(|spec| !needs_unnamed_id(spec.parameters()))
+        .filter(|spec| {
+            results_seen
+                || !read_tools.iter().any(|r| r == spec.name())
+                || names_a_choice(spec.parameters(), question)
+        })
         .collect();
     if callable.is_empty() || callable.len() == narrowed.len() {
         return grounded.or(named);
     }
     Registry::new(callable).ok().or(grounded).or(named)
+}
+
+/// Whether `text` names a value of one of the required `enum` arguments in `parameters`
+/// (a read whose source the question names), or there is no such argument to choose.
+fn names_a_choice(parameters: &Value, text: &str) -> bool {
+    let text = text.to_lowercase();
+    let required: Vec<&str> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let choices: Vec<&Vec<Value>> = required
+        .iter()
+        .filter_map(|name| {
+            parameters
+                .get("properties")
+                .and_then(|p| p.get(*name))
+                .and_then(|p| p.get("enum"))
+                .and_then(Value::as_array)
+        })
+        .collect();
+    choices.is_empty()
+        || choices.iter().any(|values| {
+            values
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|v| text.contains(&v.to_lowercase()))
+        })
 }
 
 /// Most tools the first step offers when the question names some of them.

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeSet;
 
-use proviso_contract::lexicon::{is_function_word, words};
+use proviso_contract::lexicon::{content_words, is_function_word};
 use proviso_contract::{Message, Role};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -536,13 +536,6 @@ pub fn regex_escape(text: &str) -> String {
         .collect()
 }
 
-/// Whether the `i`-th word is a label (a capital letter standing alone after the first
-/// word: the `A` of `Arm A`), which a search must keep although `a` is a function word.
-#[must_use]
-pub fn is_label(i: usize, word: &str) -> bool {
-    i > 0 && word.len() == 1 && word.chars().all(|c| c.is_ascii_uppercase())
-}
-
 /// A pattern for a short free-text value (a search query, a city) made of the content
 /// words of `text`, at most `max_words` of them, separated by spaces: the value can only
 /// name what the conversation named.
@@ -552,11 +545,8 @@ pub fn words_pattern(text: &str, max_words: usize) -> Option<String> {
     // never what a lookup needs, and a small model left free writes `the the the` or
     // `adverse adverse adverse`.
     let mut seen = BTreeSet::new();
-    let content: Vec<String> = words(text)
+    let content: Vec<String> = content_words(text)
         .into_iter()
-        .enumerate()
-        .filter(|(i, w)| !is_function_word(w) || is_label(*i, w))
-        .map(|(_, w)| w)
         .filter(|w| seen.insert(w.to_lowercase()))
         .map(|w| {
             let lower = w.to_lowercase();
