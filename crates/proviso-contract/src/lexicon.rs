@@ -9,10 +9,10 @@ pub const FUNCTION_WORDS: &[&str] = &[
     "because", "been", "before", "both", "but", "by", "can", "could", "did", "do", "does", "due",
     "each", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
     "many", "may", "me", "more", "most", "much", "my", "no", "none", "not", "of", "on", "one",
-    "only", "or", "other", "our", "over", "per", "should", "so", "such", "than", "that", "the",
-    "their", "them", "then", "there", "these", "they", "this", "those", "to", "two", "under", "up",
-    "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why",
-    "will", "with", "within", "would", "yes", "you", "your",
+    "only", "or", "other", "our", "over", "per", "s", "should", "so", "such", "t", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "two",
+    "under", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "whose", "why", "will", "with", "within", "would", "yes", "you", "your",
 ];
 
 /// Whether `word` (any case) is a function word.
@@ -249,8 +249,8 @@ const IRREGULAR: &[(&str, &str)] = &[
 ];
 
 /// Whether `words[i]` is a label: a capital letter standing alone after the first word
-/// (`Arm A`, `Phase I`), not the article `a` or the pronoun `I` (`can I`, `am I`): `I` is a
-/// label only after a content word.
+/// (`Arm A`, `Phase I`), not the article `a` or the pronoun `I` (`can I`, `the object I
+/// make`): `I` is a label only after a capitalised word.
 #[must_use]
 pub fn is_label(words: &[&str], i: usize) -> bool {
     let Some(w) = words.get(i) else {
@@ -259,7 +259,10 @@ pub fn is_label(words: &[&str], i: usize) -> bool {
     i > 0
         && w.len() == 1
         && w.chars().all(|c| c.is_ascii_uppercase())
-        && (*w != "I" || words.get(i - 1).is_some_and(|p| !is_function_word(p)))
+        && (*w != "I"
+            || words
+                .get(i - 1)
+                .is_some_and(|p| p.chars().next().is_some_and(char::is_uppercase)))
 }
 
 /// The content words of `text`, in order: every word that is not a function word, and the

@@ -553,11 +553,22 @@ impl Question {
             .filter(|w| ids.contains(&w[1]) && !is_function_word(&w[0]))
             .map(|w| stem(&w[0]))
             .collect();
+        // A capitalised word after the first (`Wren Hill Library`) names the subject, however
+        // many lines state it.
+        let capitalised: BTreeSet<String> = words(question)
+            .into_iter()
+            .enumerate()
+            .filter(|(i, w)| {
+                *i > 0 && w.chars().next().is_some_and(char::is_uppercase) && !is_function_word(w)
+            })
+            .map(|(_, w)| stem(w))
+            .collect();
         let beyond: Vec<String> = terms
             .iter()
             .filter(|t| {
                 let named = ids.is_empty() && names.iter().any(|(n, _)| n == *t);
                 !named
+                    && !capitalised.contains(*t)
                     && !ids.iter().any(|id| content_stems(id).contains(t))
                     && !answer_type.contains(t)
                     && !id_types.contains(t)
@@ -1133,6 +1144,31 @@ mod tests {
         // A question about a price wants a sum of money, not any amount.
         let q = Question::new("How much does a colour print cost?", &store);
         assert!(q.misses("Colour printing needs 2 days.").is_some());
+    }
+
+    #[test]
+    fn an_answer_states_what_is_asked_beyond_the_subject_not_only_its_name() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("BR", "Branches\nbranch: Kilnfield Library; facilities: Kilnfield Library has a makerspace.\nbranch: Northgate Library; facilities: Northgate Library has a cafe.\nbranch: Riverside Library; facilities: Riverside Library has a garden."),
+            ("ILL", "Interlibrary loans\nThe interlibrary loan manager is Priya Okafor.\nRequests take two weeks."),
+            ("WH", "Wren Hill Library\nWren Hill Library is closed on Sunday.\nWren Hill Library has a car park on Mill Lane."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        // The name is the subject; `branch` and `manager` are what is asked.
+        let q = Question::new("Who is the branch manager at Kilnfield?", &store);
+        assert!(q
+            .misses("Kilnfield Library has a makerspace, run by Ada Brook.")
+            .is_some());
+        assert!(q
+            .misses("The interlibrary loan manager is Priya Okafor.")
+            .is_none());
+        // The capitalised name is the subject: sharing it is not answering.
+        let q = Question::new("Where can I park when I visit Wren Hill Library?", &store);
+        assert!(q.misses("Wren Hill Library is closed on Sunday.").is_some());
+        let park = "Wren Hill Library has a car park on Mill Lane.";
+        assert!(q.misses(park).is_none(), "{:?}", q.misses(park));
     }
 
     #[test]

@@ -43,6 +43,20 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// What the transport gate reads this stop as, typed: no string round trip between the
+    /// decoder and the gate.
+    #[must_use]
+    pub fn finish(&self) -> proviso_contract::Finish {
+        match self {
+            Self::Length => proviso_contract::Finish::Length,
+            Self::Cancelled => proviso_contract::Finish::Cancelled,
+            Self::Repetition => proviso_contract::Finish::Repetition,
+            Self::Stop | Self::GrammarComplete | Self::StopSequence(_) => {
+                proviso_contract::Finish::Stop
+            }
+        }
+    }
+
     /// The OpenAI-style finish reason: `length` for truncation, `cancelled`, `repetition`,
     /// and `stop` otherwise.
     #[must_use]
@@ -1003,6 +1017,25 @@ mod tests {
         // Varied text is never degenerate.
         let varied: Vec<u32> = (0..300).map(|i| (i * 7919) % 1000 + 10).collect();
         assert!(!limit.is_degenerate(&varied, digit));
+    }
+
+    #[test]
+    fn the_typed_finish_and_the_wire_string_agree() {
+        use super::StopReason;
+        for stop in [
+            StopReason::Stop,
+            StopReason::Length,
+            StopReason::GrammarComplete,
+            StopReason::StopSequence("END".into()),
+            StopReason::Cancelled,
+            StopReason::Repetition,
+        ] {
+            assert_eq!(
+                stop.finish(),
+                proviso_contract::Finish::read(Some(stop.finish_reason())),
+                "{stop:?}"
+            );
+        }
     }
 
     #[test]

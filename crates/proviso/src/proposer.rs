@@ -179,7 +179,7 @@ impl Proposer for LocalProposer<'_> {
             })?;
         let proposed = Proposed {
             text: generation.text(),
-            finish: proviso_tools::Finish::read(Some(generation.stop_reason.finish_reason())),
+            finish: generation.stop_reason.finish(),
             input_tokens: prompt.len() as u64,
             output_tokens: generation.tokens.len() as u64,
         };
