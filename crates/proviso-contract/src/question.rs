@@ -555,14 +555,15 @@ impl Question {
             .collect();
         // A capitalised word after the first (`Wren Hill Library`) names the subject, however
         // many lines state it.
-        let capitalised: BTreeSet<String> = words(question)
+        let capitals: Vec<&str> = words(question)
             .into_iter()
             .enumerate()
             .filter(|(i, w)| {
                 *i > 0 && w.chars().next().is_some_and(char::is_uppercase) && !is_function_word(w)
             })
-            .map(|(_, w)| stem(w))
+            .map(|(_, w)| w)
             .collect();
+        let capitalised: BTreeSet<String> = capitals.iter().map(|w| stem(w)).collect();
         let beyond: Vec<String> = terms
             .iter()
             .filter(|t| {
@@ -592,11 +593,10 @@ impl Question {
         // states at all means the sources cannot answer.
         let mut proper: Vec<String> = Vec::new();
         let mut unstated: Vec<String> = Vec::new();
-        for (i, w) in words(question).into_iter().enumerate() {
-            let capital = w.chars().next().is_some_and(char::is_uppercase);
+        for w in &capitals {
             // An id (`NCT06234567`) is the subject's, which `on_subject` checks per source.
             let id = w.chars().any(|c| c.is_ascii_digit());
-            if i == 0 || !capital || id || w.chars().count() < 3 || is_function_word(w) {
+            if id || w.chars().count() < 3 {
                 continue;
             }
             let lower = w.to_lowercase();

@@ -862,20 +862,8 @@ pub(crate) fn ground_arguments(
 /// (a read whose source the question names), or there is no such argument to choose.
 fn names_a_choice(parameters: &Value, text: &str) -> bool {
     let text = text.to_lowercase();
-    let required: Vec<&str> = parameters
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let choices: Vec<&Vec<Value>> = required
-        .iter()
-        .filter_map(|name| {
-            parameters
-                .get("properties")
-                .and_then(|p| p.get(*name))
-                .and_then(|p| p.get("enum"))
-                .and_then(Value::as_array)
-        })
+    let choices: Vec<&Vec<Value>> = required_properties(parameters)
+        .filter_map(|p| p.get("enum").and_then(Value::as_array))
         .collect();
     choices.is_empty()
         || choices.iter().any(|values| {
@@ -886,23 +874,24 @@ fn names_a_choice(parameters: &Value, text: &str) -> bool {
         })
 }
 
+/// The schemas of the properties a parameters schema requires.
+fn required_properties(parameters: &Value) -> impl Iterator<Item = &Value> {
+    parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|name| parameters.get("properties").and_then(|p| p.get(name)))
+}
+
 /// Most tools the first step offers when the question names some of them.
 const MAX_FIRST_TOOLS: usize = 4;
 
 /// Whether a tool's parameters require an argument held to a `pattern` (an id) that the
 /// grounding above could not turn into named values.
 fn needs_unnamed_id(parameters: &Value) -> bool {
-    let required: Vec<&str> = parameters
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    required.iter().any(|name| {
-        parameters
-            .get("properties")
-            .and_then(|p| p.get(*name))
-            .is_some_and(|p| p.get("pattern").is_some() && p.get("enum").is_none())
-    })
+    required_properties(parameters).any(|p| p.get("pattern").is_some() && p.get("enum").is_none())
 }
 
 /// Most citation sets one grounded answer grammar enumerates.
