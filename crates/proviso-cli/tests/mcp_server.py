@@ -33,6 +33,8 @@ FACT = "3 March 2026"
 
 client = OpenAI(base_url=BASE, api_key="unused")
 START = time.time()
+# Every request is greedy (temperature 0): the server seeds unseeded sampling from a
+# process-wide counter, so sampled runs would depend on which tests ran before.
 
 
 def passed(what, *extra):
@@ -48,7 +50,7 @@ def fs(**extra):
 
 
 # No approval needed: the call runs, its output is in the response, the answer states it.
-r = client.responses.create(model=MODEL, input=QUESTION, tools=[fs(require_approval="never")])
+r = client.responses.create(model=MODEL, temperature=0, input=QUESTION, tools=[fs(require_approval="never")])
 assert kinds(r)[0] == "mcp_list_tools", kinds(r)
 calls = [i for i in r.output if i.type == "mcp_call"]
 assert calls and calls[0].name == "read_text_file" and calls[0].error is None, r.output
@@ -58,12 +60,12 @@ assert FACT in r.output_text, r.output_text
 passed("no approval")
 
 # The default needs approval: a request, nothing run.
-r = client.responses.create(model=MODEL, input=QUESTION, tools=[fs()])
+r = client.responses.create(model=MODEL, temperature=0, input=QUESTION, tools=[fs()])
 assert "mcp_call" not in kinds(r), kinds(r)
 asks = [i for i in r.output if i.type == "mcp_approval_request"]
 assert len(asks) == 1 and asks[0].server_label == "fs", r.output
 # Approved: it runs and the answer follows.
-r2 = client.responses.create(model=MODEL, previous_response_id=r.id, tools=[fs()],
+r2 = client.responses.create(model=MODEL, temperature=0, previous_response_id=r.id, tools=[fs()],
                              input=[{"type": "mcp_approval_response",
                                      "approval_request_id": asks[0].id, "approve": True}])
 done = [i for i in r2.output if i.type == "mcp_call"]
@@ -71,7 +73,7 @@ assert done and done[0].approval_request_id == asks[0].id and FACT in done[0].ou
 assert FACT in r2.output_text, r2.output_text
 passed("approved")
 # Declined: nothing runs.
-r3 = client.responses.create(model=MODEL, previous_response_id=r.id, tools=[fs()],
+r3 = client.responses.create(model=MODEL, temperature=0, previous_response_id=r.id, tools=[fs()],
                              input=[{"type": "mcp_approval_response",
                                      "approval_request_id": asks[0].id, "approve": False}])
 assert "mcp_call" not in kinds(r3), kinds(r3)
@@ -79,7 +81,7 @@ passed("declined")
 
 # The time server: schema-valid arguments, a result.
 r = client.responses.create(
-    model=MODEL, input="What time is it now in the timezone Europe/Paris?",
+    model=MODEL, temperature=0, input="What time is it now in the timezone Europe/Paris?",
     tools=[{"type": "mcp", "server_label": "time", "require_approval": "never",
             "allowed_tools": ["get_current_time"]}])
 calls = [i for i in r.output if i.type == "mcp_call"]
@@ -90,7 +92,7 @@ passed("time server", arguments)
 
 # Streaming: the MCP items come as their events, then the answer.
 seen = []
-with client.responses.stream(model=MODEL, input=QUESTION, tools=[fs(require_approval="never")]) as stream:
+with client.responses.stream(model=MODEL, temperature=0, input=QUESTION, tools=[fs(require_approval="never")]) as stream:
     for event in stream:
         seen.append(event.type)
     final = stream.get_final_response()
@@ -101,7 +103,7 @@ passed("stream")
 # A write under the default policy: refused at the permission gate, nothing written.
 target = os.path.join(DIR, "written.txt")
 r = client.responses.create(
-    model=MODEL, input=f"Write the text 'hello' to the file {target}", max_output_tokens=200,
+    model=MODEL, temperature=0, input=f"Write the text 'hello' to the file {target}", max_output_tokens=200,
     tools=[{"type": "mcp", "server_label": "fs", "require_approval": "never",
             "allowed_tools": ["write_file"]}])
 calls = [i for i in r.output if i.type == "mcp_call"]
@@ -113,7 +115,7 @@ passed("write refused")
 
 # Chat completions, proviso's extension: the same tool, the calls under `proviso.mcp`.
 chat = client.chat.completions.create(
-    model=MODEL, messages=[{"role": "user", "content": QUESTION}],
+    model=MODEL, temperature=0, messages=[{"role": "user", "content": QUESTION}],
     tools=[fs()])
 body = chat.model_dump()
 made = [i for i in body["proviso"]["mcp"] if i["type"] == "mcp_call"]
@@ -123,7 +125,7 @@ passed("chat")
 
 # openai-agents' HostedMCPTool runs the same `mcp` tool through its Responses model, and
 # answers an approval request with its `on_approval_request` callback.
-from agents import Agent, HostedMCPTool, OpenAIResponsesModel, Runner, set_tracing_disabled
+from agents import Agent, HostedMCPTool, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
 from openai import AsyncOpenAI
 
 set_tracing_disabled(True)
@@ -137,7 +139,8 @@ def approve(request):
 
 
 for approval in ("never", "always"):
-    agent = Agent(name="reader", instructions="Answer from the file.", model=model, tools=[
+    agent = Agent(name="reader", instructions="Answer from the file.", model=model,
+                  model_settings=ModelSettings(temperature=0), tools=[
         HostedMCPTool(tool_config={"type": "mcp", "server_label": "fs", "allowed_tools": ["read_text_file"],
                                    "require_approval": approval}, on_approval_request=approve)])
     result = Runner.run_sync(agent, QUESTION)
