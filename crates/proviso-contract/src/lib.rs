@@ -39,7 +39,6 @@ mod error;
 mod evidence;
 pub mod intent;
 pub mod lexicon;
-mod message;
 mod question;
 mod rejection;
 mod rules;
@@ -54,10 +53,12 @@ pub use contract::{Contract, ContractBuilder, DeclaredTool, Output, OutputKind, 
 pub use error::ContractError;
 pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
-pub use message::{Message, MessageToolCall, Role};
+pub use proviso_core::{Message, MessageToolCall, Role};
 pub use question::{AnswerKind, Qualifier, Question};
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};
-pub use transport::{open_envelope, Finish, Payload, TransportedArguments, TransportedCall};
+pub use transport::{
+    open_envelope, transport_gate, Finish, Payload, TransportedArguments, TransportedCall,
+};
 pub use verdict::{GateStatus, Progress, Verdict};

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::code::Code;
 use crate::rejection::{Gate, Location, NextStep, Rejection};
+pub use proviso_core::Finish;
 
 /// A tool call as the provider transported it, before any parsing of its arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -301,120 +302,50 @@ fn refused(text: &str, pointer: &str) -> Rejection {
     .with_refusal(text.to_owned())
 }
 
-/// Why an output ended, read once from the stop reason a provider or the decoder wrote: the
-/// meaning of a stop reason, for every envelope, every call format and every backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Finish {
-    /// A natural end (end of sequence, a stop sequence, the grammar completed, a call).
-    Stop,
-    /// A budget ran out (tokens, the context window, a paused turn): the text is a
-    /// fragment.
-    Length,
-    /// A content filter removed output.
-    ContentFilter,
-    /// The decoder stopped the output because it degenerated into repetition: the text is
-    /// a fragment, as under `Length`, but a larger budget would not help.
-    Repetition,
-    /// The generation was stopped by its caller (a client went away, a deadline passed):
-    /// the text is a fragment, and nothing is retried.
-    Cancelled,
-    /// No stop reason: the output may be unfinished.
-    Missing,
-    /// A stop reason proviso does not know: the output may be unfinished.
-    Unknown,
-}
-
-/// Stop reasons that mean the output is complete.
-const COMPLETE: &[&str] = &[
-    "stop",
-    "tool_calls",
-    "function_call",
-    "end_turn",
-    "stop_sequence",
-    "tool_use",
-];
-/// Stop reasons that mean the output was cut short.
-const TRUNCATED: &[&str] = &[
-    "length",
-    "max_tokens",
-    "model_context_window_exceeded",
-    "pause_turn",
-];
-
-impl Finish {
-    /// Reads a stop reason as a provider or the decoder spells it.
-    #[must_use]
-    pub fn read(reason: Option<&str>) -> Self {
-        match reason {
-            None => Self::Missing,
-            Some(r) if COMPLETE.contains(&r) => Self::Stop,
-            Some(r) if TRUNCATED.contains(&r) => Self::Length,
-            Some("repetition") => Self::Repetition,
-            Some("content_filter") => Self::ContentFilter,
-            Some("cancelled") => Self::Cancelled,
-            Some(_) => Self::Unknown,
-        }
-    }
-
-    /// The end as an OpenAI-style `finish_reason` (`stop`, `length`, `content_filter`,
-    /// `repetition`, `cancelled`; `unknown` for a missing or unknown one).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Length => "length",
-            Self::ContentFilter => "content_filter",
-            Self::Repetition => "repetition",
-            Self::Cancelled => "cancelled",
-            Self::Missing | Self::Unknown => "unknown",
-        }
-    }
-
-    /// The transport gate: `None` for a natural end, the rejection otherwise (at `pointer`
-    /// in the envelope; `reason` is the stop reason as written, for the message).
-    #[must_use]
-    pub fn rejection(self, reason: Option<&str>, pointer: &str) -> Option<Rejection> {
-        let written = reason.unwrap_or("");
-        let (code, message, next) = match self {
-            Self::Stop => return None,
-            Self::Length => (
+/// The transport gate: what a [`Finish`] means. `None` for a natural end, the rejection
+/// otherwise (at `pointer` in the envelope; `reason` is the stop reason as written, for the
+/// message). This is the one table from an end to a code; every entry point reads it.
+#[must_use]
+pub fn transport_gate(finish: Finish, reason: Option<&str>, pointer: &str) -> Option<Rejection> {
+    let written = reason.unwrap_or("");
+    let (code, message, next) = match finish {
+            Finish::Stop => return None,
+            Finish::Length => (
                 Code::IncompleteResponse,
                 format!("the output was cut short (stop reason `{written}`); a truncated prefix is never accepted"),
                 NextStep::RetryWithLargerBudget,
             ),
-            Self::Repetition => (
+            Finish::Repetition => (
                 Code::Repetition,
                 "the output degenerated into repetition and was stopped; a fragment is never accepted".to_owned(),
                 NextStep::Retry,
             ),
-            Self::ContentFilter => (
+            Finish::ContentFilter => (
                 Code::ContentFiltered,
                 "the provider's content filter stopped the output".to_owned(),
                 NextStep::Stop,
             ),
-            Self::Cancelled => (
+            Finish::Cancelled => (
                 Code::Cancelled,
                 "the generation was cancelled; a fragment is never accepted".to_owned(),
                 NextStep::Stop,
             ),
-            Self::Missing => (
+            Finish::Missing => (
                 Code::MissingStopReason,
                 "the envelope has no stop reason, so the output may be unfinished".to_owned(),
                 NextStep::Stop,
             ),
-            Self::Unknown => (
+            Finish::Unknown => (
                 Code::UnknownStopReason,
                 format!("unknown stop reason `{written}`, so the output may be unfinished"),
                 NextStep::Stop,
             ),
         };
-        Some(reject(code, message, pointer).with_next_step(next))
-    }
+    Some(reject(code, message, pointer).with_next_step(next))
 }
 
 fn judge_stop_reason<'a>(reason: Option<&'a str>, pointer: &str) -> Result<&'a str, Rejection> {
-    match Finish::read(reason).rejection(reason, pointer) {
+    match transport_gate(Finish::read(reason), reason, pointer) {
         None => Ok(reason.unwrap_or("stop")),
         Some(rejection) => Err(rejection),
     }

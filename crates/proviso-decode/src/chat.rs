@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use minijinja::{context, Environment, Error, ErrorKind};
 
-pub use proviso_contract::Message;
+pub use proviso_core::Message;
 
 /// One piece of a rendered chat prompt: the template's own markup, whose control-token text
 /// (`<|im_start|>`) becomes control tokens, or a message's data, which is tokenized as text

@@ -46,13 +46,13 @@ impl StopReason {
     /// What the transport gate reads this stop as, typed: no string round trip between the
     /// decoder and the gate.
     #[must_use]
-    pub fn finish(&self) -> proviso_contract::Finish {
+    pub fn finish(&self) -> proviso_core::Finish {
         match self {
-            Self::Length => proviso_contract::Finish::Length,
-            Self::Cancelled => proviso_contract::Finish::Cancelled,
-            Self::Repetition => proviso_contract::Finish::Repetition,
+            Self::Length => proviso_core::Finish::Length,
+            Self::Cancelled => proviso_core::Finish::Cancelled,
+            Self::Repetition => proviso_core::Finish::Repetition,
             Self::Stop | Self::GrammarComplete | Self::StopSequence(_) => {
-                proviso_contract::Finish::Stop
+                proviso_core::Finish::Stop
             }
         }
     }
@@ -1032,7 +1032,7 @@ mod tests {
         ] {
             assert_eq!(
                 stop.finish(),
-                proviso_contract::Finish::read(Some(stop.finish_reason())),
+                proviso_core::Finish::read(Some(stop.finish_reason())),
                 "{stop:?}"
             );
         }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use proviso_server::{
+use proviso_backend::{
     Backend, ChoiceResult, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, RunError, Sink, SteeringNote, Timings, UpstreamFault, Worker, WorkerError,
 };
@@ -773,7 +773,7 @@ impl Worker for GatewayWorker {
                     .rejections(rejections.clone());
                 let ended = job
                     .judge
-                    .envelope(&response, &mut |_| proviso_server::call_id());
+                    .envelope(&response, &mut |_| proviso_backend::call_id());
                 let (fragment, finish_reason) = match ended {
                     Ok(Ended::Complete(judged)) => {
                         let choice = judge::choice(base, judged);

@@ -9,11 +9,11 @@
 //! enum. Only then is the output judged as text, a JSON object, a response schema's contract,
 //! or tool calls through the [`ToolGate`] (with the answer contract for text answers).
 
-use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
-use proviso_server::{
+use proviso_backend::{
     ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
     RejectedRequest, Reply, RunError, Sink, SteeringNote, ToolCallOut, ToolChoiceRequest,
 };
+use proviso_contract::{Code, Contract, Gate, Intent, Rejection};
 use proviso_tools::steer::{self, History, Limits};
 use proviso_tools::{CallFormat, Finish, Registry, ToolChoice, ToolGate, Usage};
 use serde_json::Value;
@@ -683,7 +683,7 @@ mod tests {
     use serde_json::json;
 
     fn json_mode(system: &str, user: &str) -> GenerationRequest {
-        let mut request = proviso_server::wire::chat_request(&json!({
+        let mut request = proviso_backend::wire::chat_request(&json!({
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "response_format": {"type": "json_object"}
         }))

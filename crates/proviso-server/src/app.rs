@@ -19,40 +19,34 @@ use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::backend::{
-    Backend, ChoiceResult, Delta, RunError, Sink, SteeringNote, ToolCallOut, Worker,
-};
 use crate::conn::{ConnLimits, GuardedBody};
 use crate::metrics::Metrics;
 use crate::prepare::{panic_message, PrepareError, Preparer};
 use crate::responses;
-use crate::wire::{self, custom_input, token_logprobs, ErrorBody, InvalidRequest};
+use proviso_backend::wire::{self, custom_input, token_logprobs, ErrorBody, InvalidRequest};
+use proviso_backend::{
+    Backend, ChoiceResult, Delta, RunError, Sink, SteeringNote, ToolCallOut, Worker,
+};
 
+mod body;
 mod config;
+mod errors;
+mod layers;
 mod mcp;
 mod render;
 mod sse;
+mod workers;
 
+use body::read_json;
 pub use config::ServerConfig;
+use errors::{
+    describe_run_error, error, internal_error, invalid, overloaded, run_error, too_large,
+};
+use layers::{guard_host, request_log, require_key, with_outcome, RequestId, SharedOutcome};
 use render::{as_custom_call, chunk, event, full_response, Meta};
 use sse::{sse_stream, StreamState};
-
-enum WorkerEvent {
-    /// Generation has begun (see [`Sink::started`]).
-    Started,
-    Delta(u32, Delta),
-    Done(Result<Vec<ChoiceResult>, RunError>),
-}
-
-struct Job<J> {
-    job: J,
-    events: mpsc::UnboundedSender<WorkerEvent>,
-    cancel: Arc<AtomicBool>,
-    deadline: Instant,
-    /// Tokens generated for this request so far, as the worker reports them (for the
-    /// metrics and the log line of a request that ends without a result).
-    generated: Arc<AtomicU64>,
-}
+pub use workers::Workers;
+use workers::{spawn_workers, Job, WorkerEvent};
 
 struct Shared<B: Backend> {
     backend: Arc<B>,
@@ -75,122 +69,6 @@ impl<B: Backend> Clone for Shared<B> {
             responses: self.responses.clone(),
         }
     }
-}
-
-struct ChannelSink<'a> {
-    events: &'a mpsc::UnboundedSender<WorkerEvent>,
-    cancel: &'a AtomicBool,
-    deadline: Instant,
-    generated: &'a AtomicU64,
-    started: bool,
-}
-
-impl Sink for ChannelSink<'_> {
-    fn send(&mut self, choice: u32, delta: Delta) -> bool {
-        if self.events.send(WorkerEvent::Delta(choice, delta)).is_err() {
-            self.cancel.store(true, Ordering::SeqCst);
-        }
-        !self.cancelled()
-    }
-
-    fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::SeqCst)
-            || self.events.is_closed()
-            || Instant::now() >= self.deadline
-    }
-
-    fn generated(&mut self, tokens: u64) {
-        self.generated.fetch_add(tokens, Ordering::SeqCst);
-    }
-
-    fn started(&mut self) {
-        if !self.started {
-            self.started = true;
-            let _ = self.events.send(WorkerEvent::Started);
-        }
-    }
-}
-
-/// A running server's worker threads, to be joined after shutdown.
-#[derive(Debug)]
-pub struct Workers(Vec<std::thread::JoinHandle<()>>);
-
-impl Workers {
-    /// Waits for every worker to finish its current job and exit.
-    pub fn join(self) {
-        for handle in self.0 {
-            // A worker that panicked has nothing left to clean up.
-            let _ = handle.join();
-        }
-    }
-}
-
-fn spawn_workers<B: Backend>(
-    backend: &Arc<B>,
-    config: &ServerConfig,
-    receiver: &crossbeam_channel::Receiver<Job<B::Job>>,
-    metrics: &Arc<Metrics>,
-) -> Result<Workers, String> {
-    let mut handles = Vec::with_capacity(config.workers);
-    for i in 0..config.workers.max(1) {
-        let mut worker = backend.worker().map_err(|e| e.to_string())?;
-        let receiver = receiver.clone();
-        let metrics = metrics.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("proviso-worker-{i}"))
-            .spawn(move || {
-                while let Ok(Job {
-                    job,
-                    events,
-                    cancel,
-                    deadline,
-                    generated,
-                }) = receiver.recv()
-                {
-                    metrics.queued().dec();
-                    if cancel.load(Ordering::SeqCst)
-                        || events.is_closed()
-                        || Instant::now() >= deadline
-                    {
-                        let _ = events.send(WorkerEvent::Done(Err(RunError::Cancelled)));
-                        continue;
-                    }
-                    metrics.running().inc();
-                    let mut sink = ChannelSink {
-                        events: &events,
-                        cancel: &cancel,
-                        deadline,
-                        generated: &generated,
-                        started: false,
-                    };
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        worker.run(job, &mut sink)
-                    }))
-                    .unwrap_or_else(|panic| {
-                        Err(RunError::Internal(format!(
-                            "the worker panicked: {}",
-                            panic_message(panic.as_ref())
-                        )))
-                    });
-                    metrics.running().dec();
-                    match &result {
-                        Ok(choices) => {
-                            for choice in choices {
-                                metrics.choice(choice);
-                            }
-                        }
-                        // What a cut, cancelled or rejected request generated was still
-                        // computed: it counts.
-                        Err(_) => metrics.completion_tokens(generated.load(Ordering::SeqCst)),
-                    }
-                    // The client may be gone; nothing to do then.
-                    let _ = events.send(WorkerEvent::Done(result));
-                }
-            })
-            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
-        handles.push(handle);
-    }
-    Ok(Workers(handles))
 }
 
 /// Serves `backend` on `listener` until `shutdown` resolves, then finishes the requests in
@@ -331,243 +209,6 @@ fn metrics_router<B: Backend>(shared: Shared<B>) -> Router {
             request_log::<B>,
         ))
         .with_state(shared)
-}
-
-fn error(
-    status: StatusCode,
-    kind: &'static str,
-    code: Option<&str>,
-    message: impl Into<String>,
-    param: Option<String>,
-) -> Response {
-    (status, Json(ErrorBody::new(kind, code, message, param))).into_response()
-}
-
-/// The request id, set by the logging layer on every request and echoed as `x-request-id`.
-#[derive(Debug, Clone)]
-pub(crate) struct RequestId(pub(crate) String);
-
-/// What a generation request reports for its log line, filled in as it runs (for a stream,
-/// when it ends).
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    finish_reason: Option<String>,
-    /// For a stream: how it ended (`ok`, `timeout`, `cancelled`, or an error code).
-    stream_end: Option<String>,
-}
-
-type SharedOutcome = Arc<std::sync::Mutex<Outcome>>;
-
-fn with_outcome(outcome: &SharedOutcome, f: impl FnOnce(&mut Outcome)) {
-    // The outcome only feeds a log line; a poisoned lock still holds usable numbers.
-    let mut guard = outcome
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    f(&mut guard);
-}
-
-/// Logs one line per request when its response ends (for a stream, after its last event):
-/// method, route, status, latency, tokens, finish reason, request id.
-struct LogOnEnd {
-    method: String,
-    route: String,
-    status: u16,
-    started: Instant,
-    id: String,
-    outcome: SharedOutcome,
-}
-
-impl Drop for LogOnEnd {
-    fn drop(&mut self) {
-        let outcome = self
-            .outcome
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        tracing::info!(
-            target: "proviso_server::request",
-            request_id = %self.id,
-            method = %self.method,
-            route = %self.route,
-            status = self.status,
-            latency_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            prompt_tokens = outcome.prompt_tokens,
-            completion_tokens = outcome.completion_tokens,
-            finish_reason = outcome.finish_reason.as_deref().unwrap_or(""),
-            stream_end = outcome.stream_end.as_deref().unwrap_or(""),
-            "request"
-        );
-    }
-}
-
-/// Logs and counts a request whose client went away before its response was ready: the
-/// handler's future is dropped then (and with it the request's generation), so nothing
-/// else would.
-struct GoneBeforeResponse {
-    armed: bool,
-    id: String,
-    route: String,
-    started: Instant,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for GoneBeforeResponse {
-    fn drop(&mut self) {
-        if self.armed {
-            self.metrics.cancelled("client_gone");
-            tracing::info!(
-                target: "proviso_server::request",
-                request_id = %self.id,
-                route = %self.route,
-                latency_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                "client disconnected before the response"
-            );
-        }
-    }
-}
-
-async fn request_log<B: Backend>(
-    State(s): State<Shared<B>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let id = new_id("req");
-    let method = request.method().to_string();
-    let route = request.uri().path().to_owned();
-    let outcome = SharedOutcome::default();
-    request.extensions_mut().insert(RequestId(id.clone()));
-    request.extensions_mut().insert(outcome.clone());
-    let mut gone = GoneBeforeResponse {
-        armed: true,
-        id: id.clone(),
-        route: route.clone(),
-        started,
-        metrics: s.metrics.clone(),
-    };
-    let response = next.run(request).await;
-    gone.armed = false;
-    let (mut parts, body) = response.into_parts();
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        parts.headers.insert("x-request-id", value);
-    }
-    let log = LogOnEnd {
-        method,
-        route,
-        status: parts.status.as_u16(),
-        started,
-        id,
-        outcome,
-    };
-    Response::from_parts(parts, GuardedBody::wrap(body, log))
-}
-
-/// The host part of a `Host` header or an origin's authority (`name`, `name:port`,
-/// `[v6]:port`).
-fn host_name(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    authority.rsplit_once(':').map_or(authority, |(h, p)| {
-        if p.chars().all(|c| c.is_ascii_digit()) {
-            h
-        } else {
-            authority
-        }
-    })
-}
-
-fn host_allowed(allowed: &[String], authority: &str) -> bool {
-    let name = host_name(authority.trim());
-    allowed.iter().any(|a| {
-        let a = a.trim_start_matches('[').trim_end_matches(']');
-        a.eq_ignore_ascii_case(name)
-    })
-}
-
-async fn guard_host<B: Backend>(
-    State(s): State<Shared<B>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(allowed) = &s.config.allowed_hosts {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .or_else(|| {
-                request
-                    .uri()
-                    .authority()
-                    .map(axum::http::uri::Authority::as_str)
-            });
-        let host_ok = host.is_some_and(|h| host_allowed(allowed, h));
-        let origin_ok = match request.headers().get(header::ORIGIN) {
-            None => true,
-            Some(origin) => origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.split_once("://"))
-                .is_some_and(|(_, authority)| host_allowed(allowed, authority)),
-        };
-        if !host_ok || !origin_ok {
-            return error(
-                StatusCode::FORBIDDEN,
-                "invalid_request_error",
-                Some("forbidden_host"),
-                "the Host or Origin of this request is not one this server answers to (see --allowed-host)",
-                None,
-            );
-        }
-    }
-    next.run(request).await
-}
-
-/// Constant-time equality of two secrets: both are hashed first, so neither the position of
-/// the first difference nor the key's length shows in the timing.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    use subtle::ConstantTimeEq;
-    let a = Sha256::digest(given);
-    let b = Sha256::digest(expected);
-    a.as_slice().ct_eq(b.as_slice()).into()
-}
-
-async fn require_key<B: Backend>(
-    State(s): State<Shared<B>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(key) = &s.config.api_key {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
-        let ok = given.is_some_and(|g| same_secret(g.as_bytes(), key.as_bytes()));
-        if !ok {
-            let mut response = error(
-                StatusCode::UNAUTHORIZED,
-                "invalid_request_error",
-                Some("invalid_api_key"),
-                if given.is_some() {
-                    "the API key is not valid"
-                } else {
-                    "an API key is required: send Authorization: Bearer <key>"
-                },
-                None,
-            );
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
-        }
-    }
-    next.run(request).await
 }
 
 async fn not_found() -> Response {
@@ -814,38 +455,6 @@ async fn responses_route<B: Backend>(
     response
 }
 
-fn invalid(e: InvalidRequest) -> Response {
-    let status = if e.unsupported {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::UNPROCESSABLE_ENTITY
-    };
-    let code = if e.unsupported {
-        "unsupported_parameter"
-    } else {
-        "invalid_value"
-    };
-    error(
-        status,
-        "invalid_request_error",
-        Some(code),
-        e.message,
-        e.param,
-    )
-}
-
-/// A 500 whose cause is logged with the request id; the client gets the id, never the cause.
-fn internal_error(id: &RequestId, cause: &str) -> Response {
-    tracing::error!(request_id = %id.0, cause, "internal error");
-    error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "server_error",
-        Some("internal_error"),
-        format!("internal error (request id {})", id.0),
-        None,
-    )
-}
-
 /// Sets the cancel flag when dropped: a handler future dropped because the client went away
 /// stops its generation.
 struct CancelOnDrop(Arc<AtomicBool>);
@@ -872,71 +481,6 @@ fn created() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-fn too_large(limit: usize) -> Response {
-    let mut response = error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "invalid_request_error",
-        Some("request_too_large"),
-        format!("the request body exceeds {limit} bytes"),
-        None,
-    );
-    // The rest of the body is never read, so the connection cannot carry another request.
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
-/// Reads the body within the size limit and the body timeout. A `Content-Length` over the
-/// limit is refused before anything is read.
-async fn read_body(
-    headers: &HeaderMap,
-    body: axum::body::Body,
-    limit: usize,
-    timeout: Duration,
-) -> Result<Bytes, Response> {
-    let announced = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u128>().ok());
-    if announced.is_some_and(|n| n > limit as u128) {
-        return Err(too_large(limit));
-    }
-    let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout(timeout, http_body_util::BodyExt::collect(limited)).await {
-        Err(_) => {
-            let mut response = error(
-                StatusCode::REQUEST_TIMEOUT,
-                "invalid_request_error",
-                Some("body_timeout"),
-                format!(
-                    "the request body did not arrive within {} s",
-                    timeout.as_secs_f32()
-                ),
-                None,
-            );
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            Err(response)
-        }
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large(limit))
-        }
-        Ok(Err(_)) => Err(error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            Some("unreadable_body"),
-            "the request body could not be read",
-            None,
-        )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
 }
 
 /// Returns the response and whether it is a stream (whose metrics are counted when it ends).
@@ -1060,42 +604,6 @@ fn steering_header(response: &mut Response, note: Option<&SteeringNote>) {
     }
 }
 
-/// A request body read as JSON: the content type (415), the size and time limits, the
-/// syntax (400).
-async fn read_json<B: Backend>(
-    s: &Shared<B>,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-) -> Result<Value, Response> {
-    let json_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !json_type {
-        return Err(error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_request_error",
-            Some("unsupported_media_type"),
-            "the request body must be sent as Content-Type: application/json",
-            None,
-        ));
-    }
-    let body = match read_body(headers, body, s.config.body_limit, s.config.body_timeout).await {
-        Ok(b) => b,
-        Err(response) => return Err(response),
-    };
-    serde_json::from_slice(&body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            Some("invalid_json"),
-            format!("the request body is not valid JSON: {e}"),
-            None,
-        )
-    })
-}
-
 /// A request handed to a worker, with what its response needs.
 struct Submitted {
     receiver: mpsc::UnboundedReceiver<WorkerEvent>,
@@ -1151,11 +659,7 @@ async fn submit<B: Backend>(
     {
         Ok(job) => job,
         Err(PrepareError::Rejected(e)) => {
-            return Err(invalid(InvalidRequest {
-                param: e.param,
-                message: e.message,
-                unsupported: e.unsupported,
-            }))
+            return Err(invalid(InvalidRequest::from(e)))
         }
         Err(PrepareError::TimedOut) => {
             return Err(error(
@@ -1286,116 +790,6 @@ async fn run_to_end<B: Backend>(
                 tracing::info!(request_id = %id.0, reason = if timed_out { "timeout" } else { "client_gone" }, "request cancelled");
             }
             Err(run_error(&e, timed_out, &s.metrics, id))
-        }
-    }
-}
-
-fn overloaded(message: &str) -> Response {
-    let mut response = error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "server_error",
-        Some("overloaded"),
-        message,
-        None,
-    );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
-}
-
-fn run_error(e: &RunError, timed_out: bool, metrics: &Metrics, id: &RequestId) -> Response {
-    let (status, code, message) = describe_run_error(e, timed_out, metrics, id);
-    let kind = if status.is_client_error() {
-        "invalid_request_error"
-    } else {
-        "server_error"
-    };
-    let mut response = error(status, kind, Some(code), message, None);
-    let retry_after = match e {
-        RunError::Overloaded(_) => Some(1),
-        RunError::Upstream {
-            fault: crate::UpstreamFault::Unavailable,
-            retry_after,
-            ..
-        } => Some(retry_after.unwrap_or(1)),
-        _ => None,
-    };
-    if let Some(seconds) = retry_after {
-        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
-    }
-    response
-}
-
-/// The status, code and client-facing message of a failed run (internal details are logged
-/// with the request id, never sent), counting output rejections in the metrics.
-fn describe_run_error(
-    e: &RunError,
-    timed_out: bool,
-    metrics: &Metrics,
-    id: &RequestId,
-) -> (StatusCode, &'static str, String) {
-    match e {
-        RunError::OutputRejected { gate, .. } => {
-            metrics.rejection(*gate);
-            (StatusCode::BAD_GATEWAY, "output_rejected", e.to_string())
-        }
-        RunError::UpstreamRefused { .. } => {
-            (StatusCode::BAD_REQUEST, "upstream_refused", e.to_string())
-        }
-        RunError::ConstraintFailed(_) => {
-            (StatusCode::BAD_REQUEST, "constraint_failed", e.to_string())
-        }
-        RunError::Upstream { fault, message, .. } => {
-            tracing::warn!(request_id = %id.0, cause = %message, "the upstream failed");
-            match fault {
-                crate::UpstreamFault::Unavailable => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "upstream_unavailable",
-                    "the upstream is overloaded; retry later".into(),
-                ),
-                crate::UpstreamFault::Timeout => (
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    "the upstream did not answer in time".into(),
-                ),
-                _ => (
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_failed",
-                    format!(
-                        "the upstream did not give a usable answer (request id {})",
-                        id.0
-                    ),
-                ),
-            }
-        }
-        RunError::Cancelled if timed_out => (
-            StatusCode::GATEWAY_TIMEOUT,
-            "timeout",
-            "the request took longer than the server's per-request timeout".into(),
-        ),
-        RunError::Cancelled => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "cancelled",
-            "the request was cancelled".into(),
-        ),
-        RunError::Overloaded(message) => {
-            tracing::warn!(request_id = %id.0, cause = %message, "no memory for the request");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "the model's memory is in use by other requests; retry later".into(),
-            )
-        }
-        RunError::Internal(message) => {
-            tracing::error!(request_id = %id.0, cause = %message, "generation failed");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                format!("internal error (request id {})", id.0),
-            )
         }
     }
 }

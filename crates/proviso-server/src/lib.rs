@@ -13,19 +13,20 @@
 //! `{"error": {"message", "type", "param", "code"}}` and never carry internal details.
 
 mod app;
-pub mod backend;
 mod conn;
 mod metrics;
 mod prepare;
 mod responses;
 mod tools;
-pub mod wire;
 
 pub use app::{serve, serve_with_metrics, ServerConfig, Workers};
-pub use backend::{
+pub use metrics::Metrics;
+/// The seam the server serves (re-export of `proviso-backend`).
+pub use proviso_backend as backend;
+pub use proviso_backend::wire;
+pub use proviso_backend::{
     call_id, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint,
     PromptInput, RejectedRequest, Reply, RunError, SamplingParams, Sink, SteeringNote, Timings,
     TokenLogprobOut, ToolCallOut, ToolChoiceRequest, UpstreamFault, Worker, WorkerError,
 };
-pub use metrics::Metrics;
 pub use tools::{BoxFuture, ServerCall, ServerTool, ServerTools};

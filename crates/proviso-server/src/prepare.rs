@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::backend::{Backend, GenerationRequest, RejectedRequest};
+use proviso_backend::{Backend, GenerationRequest, RejectedRequest};
 
 /// Each compile thread's stack: far more than any schema within the `$ref` limits needs.
 const STACK_BYTES: usize = 64 * 1024 * 1024;

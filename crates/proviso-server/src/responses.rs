@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::backend::{ChoiceResult, FinishReason};
-use crate::wire::InvalidRequest;
+use proviso_backend::wire::InvalidRequest;
+use proviso_backend::{ChoiceResult, FinishReason};
 
 type Result<T> = std::result::Result<T, InvalidRequest>;
 
@@ -522,7 +522,7 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
                 "logprobs": output_logprobs(choice)}]}));
     }
     for (i, call) in choice.tool_calls.iter().enumerate() {
-        items.push(match crate::wire::custom_input(custom_tools, call) {
+        items.push(match proviso_backend::wire::custom_input(custom_tools, call) {
             Some(input) => {
                 json!({"type": "custom_tool_call", "id": format!("ctc_{id}_{i}"), "call_id": call.id,
                 "name": call.name, "input": input, "status": "completed"})
@@ -541,7 +541,7 @@ pub(crate) fn output(id: &str, choice: &ChoiceResult, custom_tools: &[String]) -
 fn output_logprobs(choice: &ChoiceResult) -> Value {
     choice.logprobs.as_deref().map_or_else(
         || json!([]),
-        |tokens| Value::Array(crate::wire::token_logprobs(tokens)),
+        |tokens| Value::Array(proviso_backend::wire::token_logprobs(tokens)),
     )
 }
 

@@ -74,7 +74,8 @@ impl ToolGate {
     pub fn check_step(&self, text: &str, finish: Finish, usage: &Usage, step: u64) -> Verdict {
         let mut progress = Progress::new();
         // Gate 1: transport. Only a natural end is parsed; every other end is a fragment.
-        if let Some(rejection) = finish.rejection(Some(finish.as_str()), "") {
+        if let Some(rejection) = proviso_contract::transport_gate(finish, Some(finish.as_str()), "")
+        {
             return progress.reject(rejection);
         }
         progress.pass(Gate::Transport);

@@ -58,18 +58,17 @@ pub mod model {
     pub use proviso_model::*;
 }
 
-#[cfg(feature = "local")]
-mod local;
-#[cfg(feature = "local")]
-pub use local::{judge, CheckedGeneration, LocalError, LocalModel};
-#[cfg(feature = "local")]
-mod proposer;
 /// Gateway mode: proviso's server in front of an OpenAI-compatible upstream (re-export of
 /// `proviso-gateway`, which builds without llama.cpp).
 #[cfg(feature = "gateway")]
 pub use proviso_gateway::{
     GatewayBackend, GatewayConfig, GatewayError, GatewayJob, GatewayWorker, GbnfConverter,
     GbnfError, UpstreamKind,
+};
+#[cfg(feature = "local")]
+pub use proviso_local::{
+    judge, CheckedGeneration, LocalBackend, LocalBackendConfig, LocalError, LocalJob, LocalModel,
+    LocalProposer, LocalWorker,
 };
 
 /// llama.cpp's own JSON Schema to GBNF converter (`json_schema_to_grammar`), for a gateway
@@ -82,15 +81,9 @@ pub fn llama_gbnf() -> GbnfConverter {
         proviso_llama::Model::json_schema_to_gbnf(schema).map_err(|e| GbnfError::new(e.to_string()))
     })
 }
-#[cfg(feature = "local")]
-mod serve;
-#[cfg(feature = "local")]
-pub use serve::{LocalBackend, LocalBackendConfig, LocalJob, LocalWorker};
 
 /// The OpenAI-compatible server (re-export of `proviso-server`).
 #[cfg(feature = "gateway")]
 pub mod server {
     pub use proviso_server::*;
 }
-#[cfg(feature = "local")]
-pub use proposer::LocalProposer;

@@ -14,21 +14,27 @@ fn crates_dir() -> PathBuf {
 }
 
 /// Each crate's layer. A crate may depend (outside its tests) only on crates of a lower
-/// layer. The server sits below the judge and the backends because it defines the
-/// `Backend` seam they implement; it knows nothing of grammars or gates.
+/// layer. The `Backend` seam (`proviso-backend`) sits below both the server, which serves
+/// it, and the judge and the backends, which fill it; the decoder needs only the shared
+/// words of `proviso-core`, not the contract.
 const LAYERS: &[(&str, u8)] = &[
     ("proviso-macros", 0),
+    ("proviso-core", 1),
     ("proviso-json", 1),
     ("proviso-model", 1),
     ("proviso-contract", 2),
     ("proviso-tools", 3),
     ("proviso-decode", 3),
+    ("proviso-backend", 3),
     ("proviso-llama", 4),
     ("proviso-harness", 4),
+    // The server and the judge share a layer: the server serves a backend without knowing
+    // gates, the judge fills the backend's types without knowing HTTP.
     ("proviso-server", 4),
-    ("proviso-judge", 5),
+    ("proviso-judge", 4),
+    ("proviso-local", 5),
+    ("proviso-gateway", 5),
     ("proviso-demo", 5),
-    ("proviso-gateway", 6),
     ("proviso-mcp", 6),
     ("proviso", 7),
     ("proviso-eval", 8),

@@ -105,7 +105,7 @@ pub(super) fn full_response(meta: &Meta, choices: &[ChoiceResult]) -> Value {
                         message["tool_calls"] = tool_calls_json(meta, c);
                     }
                     let mut choice = json!({"index": c.index, "message": message, "logprobs": chat_logprobs(c), "finish_reason": c.finish_reason.as_str()});
-                    if c.reply != crate::backend::Reply::Answer {
+                    if c.reply != proviso_backend::Reply::Answer {
                         choice["proviso"] = json!({"reply": c.reply.as_str()});
                     }
                     choice

@@ -13,9 +13,7 @@ use serde_json::{json, Map, Value};
 
 use proviso_contract::{Message, MessageToolCall, Role};
 
-use crate::backend::{
-    GenerationRequest, OutputConstraint, PromptInput, SamplingParams, ToolChoiceRequest,
-};
+use crate::{GenerationRequest, OutputConstraint, PromptInput, SamplingParams, ToolChoiceRequest};
 
 /// A request that cannot be served, with the parameter at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +30,9 @@ pub struct InvalidRequest {
 }
 
 impl InvalidRequest {
-    pub(crate) fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A malformed value of `param` (422).
+    #[must_use]
+    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             param: Some(param.into()),
             message: message.into(),
@@ -40,11 +40,25 @@ impl InvalidRequest {
         }
     }
 
-    pub(crate) fn unsupported(param: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A value of `param` that proviso cannot enforce (400).
+    #[must_use]
+    pub fn unsupported(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             param: Some(param.into()),
             message: message.into(),
             unsupported: true,
+        }
+    }
+}
+
+/// A request a backend refused before generation is the same client error as one the wire
+/// reader refused.
+impl From<crate::RejectedRequest> for InvalidRequest {
+    fn from(e: crate::RejectedRequest) -> Self {
+        Self {
+            param: e.param,
+            message: e.message,
+            unsupported: e.unsupported,
         }
     }
 }
@@ -1072,10 +1086,7 @@ pub fn usage(prompt: u64, completion: u64) -> Value {
 
 /// A call's `input` when `call` is to a custom tool (declared as a function of one string
 /// argument, `input`, which the gates have checked).
-pub(crate) fn custom_input(
-    custom_tools: &[String],
-    call: &crate::backend::ToolCallOut,
-) -> Option<String> {
+pub fn custom_input(custom_tools: &[String], call: &crate::ToolCallOut) -> Option<String> {
     if !custom_tools.contains(&call.name) {
         return None;
     }
@@ -1088,7 +1099,7 @@ pub(crate) fn custom_input(
 
 /// Token log-probabilities as OpenAI writes them on chat and in Responses output text:
 /// `token`, `logprob`, `bytes` and the `top_logprobs` alternatives.
-pub(crate) fn token_logprobs(tokens: &[crate::backend::TokenLogprobOut]) -> Vec<Value> {
+pub fn token_logprobs(tokens: &[crate::TokenLogprobOut]) -> Vec<Value> {
     tokens
         .iter()
         .map(|t| {

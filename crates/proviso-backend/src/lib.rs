@@ -1,11 +1,17 @@
-//! The seam between the HTTP server and whatever generates: the server turns wire requests
-//! into [`GenerationRequest`]s and calls a [`Backend`]; the backend (the local model in the
-//! `proviso` crate, an upstream server in gateway mode) compiles constraints, generates,
-//! runs the gates, and reports [`ChoiceResult`]s.
+//! The seam between the HTTP server and whatever generates: [`wire`] reads OpenAI's request
+//! bodies into [`GenerationRequest`]s, which the server hands to a [`Backend`]; the backend
+//! (the local model in `proviso-local`, an upstream server in gateway mode) compiles
+//! constraints, generates, runs the gates through `proviso-judge`, and reports
+//! [`ChoiceResult`]s.
+//!
+//! This crate sits below both the server and the judge, so the judge fills these types
+//! without depending on HTTP, and the server serves them without knowing grammars or gates.
 
 use std::time::Duration;
 
 use serde_json::Value;
+
+pub mod wire;
 
 /// The prompt: a chat, or raw text (legacy completions).
 #[derive(Debug, Clone, PartialEq)]

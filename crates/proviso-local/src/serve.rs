@@ -5,16 +5,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use proviso_backend::{
+    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
+    RejectedRequest, Reply, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut,
+    Worker, WorkerError,
+};
 use proviso_decode::{
     CompileOptions, Compiled, ConstraintError, ConstraintSpec, Dry, Engine, EngineError,
     GenerateError, GenerateOptions, Generator, Message, Sampling, StopReason, TokenId,
 };
 use proviso_llama::{BatchOptions, Batcher, RunOptions};
-use proviso_server::{
-    Backend, ChoiceResult, Delta, FinishReason, GenerationRequest, OutputConstraint, PromptInput,
-    RejectedRequest, Reply, RunError, Sink, SteeringNote, Timings, TokenLogprobOut, ToolCallOut,
-    Worker, WorkerError,
-};
 use proviso_tools::steer::{self, Limits};
 use proviso_tools::{
     instructions, write_call, CallFormat, Grammar, GrammarOptions, Grants, Policy, Registry,
@@ -630,7 +630,7 @@ impl LocalWorker {
         }
         match job
             .check
-            .local(&generation.text(), &mut |_| proviso_server::call_id())
+            .local(&generation.text(), &mut |_| proviso_backend::call_id())
         {
             Ok(Judged::Calls(out)) => Some((out, generation.tokens.len() as u64)),
             _ => None,
@@ -841,7 +841,7 @@ impl Worker for LocalWorker {
                 }
                 let verdict = job
                     .check
-                    .local(&text, &mut |_| proviso_server::call_id())
+                    .local(&text, &mut |_| proviso_backend::call_id())
                     .map(|judged| judge::choice(base, judged));
                 let mut verdict = verdict;
                 if let (Some(auto), Ok(choice)) = (&job.auto, &mut verdict) {
