@@ -104,6 +104,8 @@ passed("stream")
 target = os.path.join(DIR, "written.txt")
 r = client.responses.create(
     model=MODEL, temperature=0, input=f"Write the text 'hello' to the file {target}", max_output_tokens=200,
+    # `required`: what is checked is the gate's refusal of a call, so the step is a call.
+    tool_choice="required",
     tools=[{"type": "mcp", "server_label": "fs", "require_approval": "never",
             "allowed_tools": ["write_file"]}])
 calls = [i for i in r.output if i.type == "mcp_call"]

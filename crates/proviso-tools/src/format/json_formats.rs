@@ -131,7 +131,7 @@ pub(super) fn hermes_grammar(registry: &Registry, options: &GrammarOptions) -> C
         ));
     }
     if options.choice.allows_text() {
-        lark.push_str(&text_rule(options, "<"));
+        lark.push_str(&text_rule(options, "<", Some(TOOL_CALL_OPEN)));
     }
     CallGrammar {
         grammar: Grammar::Lark(lark),
@@ -153,7 +153,7 @@ pub(super) fn llama3_grammar(registry: &Registry, options: &GrammarOptions) -> C
     if options.choice.allows_call() {
         lark.push_str(&format!("calls: {}\n", lark_json(&schema)));
     }
-    lark.push_str(&text_rule(options, "{"));
+    lark.push_str(&text_rule(options, "{", None));
     CallGrammar {
         grammar: Grammar::Lark(lark),
         verified_only: Vec::new(),

@@ -429,8 +429,14 @@ pub(crate) fn start_rule(options: &GrammarOptions) -> &'static str {
 
 /// The answer alternative of a native format's grammar: free text that cannot begin like a
 /// call (so a started call is always held to the call grammar), or, when an answer schema is
-/// given, a JSON value of that schema.
-pub(crate) fn text_rule(options: &GrammarOptions, first_excluded: &str) -> String {
+/// given, a JSON value of that schema. `never`, when given, is a call's opening tag, which
+/// the format's reader finds anywhere in a text (Hermes' `<tool_call>`): the text never
+/// contains it, so a text answer cannot carry a call the grammar did not check.
+pub(crate) fn text_rule(
+    options: &GrammarOptions,
+    first_excluded: &str,
+    never: Option<&str>,
+) -> String {
     match &options.answer {
         Some(schema) => {
             let mut schema = schema.clone();
@@ -439,7 +445,13 @@ pub(crate) fn text_rule(options: &GrammarOptions, first_excluded: &str) -> Strin
             }
             format!("text: %json {schema}\n")
         }
-        None => format!("text: /[^{first_excluded}\\s][\\s\\S]*/\n"),
+        None => match never {
+            Some(tag) => format!(
+                "text: FREE_TEXT\nFREE_TEXT: /[^{first_excluded}\\s][\\s\\S]*/ & ~/[\\s\\S]*{}[\\s\\S]*/\n",
+                regex::escape(tag)
+            ),
+            None => format!("text: /[^{first_excluded}\\s][\\s\\S]*/\n"),
+        },
     }
 }
 

@@ -939,7 +939,7 @@ pub(super) fn grammar(
         lark.push_str(GENERIC);
     }
     if options.choice.allows_text() {
-        lark.push_str(&super::text_rule(options, "\\["));
+        lark.push_str(&super::text_rule(options, "\\[", None));
     }
     Ok(CallGrammar {
         grammar: Grammar::Lark(lark),
