@@ -319,7 +319,15 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
     for (i, token) in clean.iter().enumerate() {
         let lower = token.to_lowercase();
         if NUMBER_WORDS.contains(&lower.as_str()) {
-            out.push((lower, None));
+            // `at once` is "immediately", and `Once you…` opening a clause is "when".
+            let before = i.checked_sub(1).map(|j| raw[j]);
+            let idiom = lower == "once"
+                && before.is_none_or(|b| {
+                    b.eq_ignore_ascii_case("at") || b.ends_with([',', ';', ':', '.'])
+                });
+            if !idiom {
+                out.push((lower, None));
+            }
             continue;
         }
         let Some(number) = amount_of(token) else {
@@ -485,6 +493,35 @@ pub fn times(text: &str) -> Vec<String> {
     out
 }
 
+/// The amounts `text` states as sums of money (`£4.00` is `4.00`), as [`amounts`] writes
+/// them.
+#[must_use]
+pub fn money_amounts(text: &str) -> Vec<String> {
+    tokens(text)
+        .filter(|t| {
+            t.trim_start_matches(['-', '+', '~'])
+                .starts_with(['$', '€', '£', '¥'])
+        })
+        .filter_map(amount_of)
+        .collect()
+}
+
+/// Whether `word` names a month or a day of the week (`June`, `Mondays`).
+#[must_use]
+pub fn is_calendar_word(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    MONTHS.contains(&lower.as_str()) || WEEKDAYS.contains(&lower.trim_end_matches('s'))
+}
+
+/// Whether a time [`times`] read is a length of time (`14 days`, `12 weeks`) rather than a
+/// point in it (`week 24`, `2025-04-01`, `June`).
+#[must_use]
+pub fn is_duration(time: &str) -> bool {
+    time.split_once(' ').is_some_and(|(n, unit)| {
+        n.chars().all(|c| c.is_ascii_digit()) && TIME_UNITS.contains(&unit)
+    })
+}
+
 /// Whether `text` states a sum of money: a currency sign before a number (`£0.60`, `$12`)
 /// or a currency word after one (`750 yuan`, `20 pence`), or says it is free.
 #[must_use]
@@ -530,15 +567,15 @@ pub fn states_extent(text: &str) -> bool {
             || NUMBER_WORDS.contains(&t)
             || ["one", "two", "a"].contains(&t)
     };
+    // `per day`, `each week`: a rate, not a length.
+    let rate = |j: usize| j > 0 && ["per", "each", "every", "a", "an"].contains(&tokens[j - 1]);
     // `7 days`, `10 to 15 working days`: a number, then a unit within three words.
     glued
         || tokens.iter().enumerate().any(|(i, t)| {
             number(t)
-                && tokens
-                    .iter()
-                    .skip(i + 1)
-                    .take(4)
-                    .any(|u| UNITS.contains(u) || MORE.contains(u))
+                && tokens.iter().enumerate().skip(i + 1).take(4).any(|(j, u)| {
+                    (UNITS.contains(u) || MORE.contains(u)) && (j == i + 1 || !rate(j))
+                })
         })
 }
 

@@ -15,8 +15,8 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    amounts, amounts_with_units, content_stems, is_function_word, is_heading, states_extent,
-    states_money, stem, times, words,
+    amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
+    is_function_word, is_heading, money_amounts, states_extent, states_money, stem, times, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -45,7 +45,7 @@ impl AnswerKind {
     /// The kind of fact `question` asks for.
     #[must_use]
     pub fn of(question: &str) -> Self {
-        let q = question.to_lowercase();
+        let q = asking_part(question).to_lowercase();
         let w = words(&q);
         let first = w.first().copied().unwrap_or("");
         let has = |k: &str| q.contains(k);
@@ -85,7 +85,8 @@ impl AnswerKind {
             "how soon",
             "date of",
         ];
-        // `What is the … limit`: a measure asked for by name.
+        // `What is the … limit`: a measure asked for by name (a plural `s` aside, so `fees`
+        // is `fee`; whole words, so `allowed` is not `allowance`).
         let measure = [
             "limit",
             "cap",
@@ -96,14 +97,26 @@ impl AnswerKind {
             "cost",
             "price",
             "fee",
+            "fine",
+            "charge",
+            "penalty",
+            "deposit",
+            "fare",
+            "rent",
             "allowance",
             "rate",
             "deadline",
             "duration",
+            "period",
+            "length",
             "temperature",
             "pressure",
             "capacity",
             "size",
+            "weight",
+            "height",
+            "distance",
+            "number",
         ];
         let asks_what = ["what", "which"].contains(&first)
             || q.starts_with("what's")
@@ -111,7 +124,7 @@ impl AnswerKind {
         if first == "when" || time.iter().any(|k| has(k)) {
             Self::Time
         } else if quantity.iter().any(|k| has(k))
-            || (asks_what && w.iter().any(|t| measure.contains(t)))
+            || (asks_what && w.iter().any(|t| measure.contains(&t.trim_end_matches('s'))))
         {
             Self::Quantity
         } else if ["who", "whom", "whose"].contains(&first)
@@ -255,7 +268,8 @@ enum Measure {
 impl Measure {
     /// The measure `question` (lower case) asks for, if it names one.
     fn asked(question: &str) -> Option<Self> {
-        const MONEY: [&str; 10] = [
+        // Whole words, a plural `s` aside: `allowed` is not `allowance`.
+        const MONEY: [&str; 17] = [
             "owe",
             "spend",
             "expense",
@@ -266,16 +280,32 @@ impl Measure {
             "allowance",
             "budget",
             "refund",
+            "cost",
+            "fee",
+            "fine",
+            "price",
+            "charge",
+            "penalty",
+            "rent",
         ];
+        // `How much is a new card?`: "how much" with a verb right after asks a price.
+        const PRICED: [&str; 8] = ["is", "are", "does", "do", "will", "would", "did", "was"];
+        const EXTENT: [&str; 3] = ["period", "duration", "length"];
         let tokens = words(question);
-        let cost = stem("cost");
-        if tokens
-            .iter()
-            .any(|w| stem(w) == cost || MONEY.contains(&w.trim_end_matches('s')))
+        let how_much_is = tokens
+            .windows(3)
+            .any(|w| w[0] == "how" && w[1] == "much" && PRICED.contains(&w[2]));
+        if how_much_is
+            || tokens
+                .iter()
+                .any(|w| MONEY.contains(&w.trim_end_matches('s')))
         {
             Some(Self::Money)
         } else if (question.contains("how long") && !question.contains("how long ago"))
             || question.contains("how far")
+            || tokens
+                .iter()
+                .any(|w| EXTENT.contains(&w.trim_end_matches('s')))
         {
             Some(Self::Extent)
         } else {
@@ -310,6 +340,18 @@ const EARLIER: &[&str] = &[
     "expired",
 ];
 
+/// Words that ask for a limit ("the most I can be charged", "the longest loan").
+const LIMIT_ASKED: &[&str] = &[
+    "most", "maximum", "max", "least", "minimum", "min", "limit", "cap", "longest", "shortest",
+    "largest", "biggest", "smallest", "highest", "lowest", "latest", "earliest",
+];
+
+/// Words that mark a clause stating a limit.
+const LIMIT_MARKS: &[&str] = &[
+    "maximum", "max", "minimum", "min", "most", "least", "limit", "limited", "cap", "capped", "up",
+    "exceed", "longest", "shortest", "latest", "earliest",
+];
+
 /// Words that mark a clause giving a cause.
 const REASON_MARKS: &[&str] = &[
     "reason",
@@ -342,6 +384,14 @@ pub struct Question {
     asked_times: Vec<String>,
     /// What "how many" counts (`participants`), when the question says.
     counted: Option<String>,
+    /// Whether the question asks for a point in time ("since when", "what date"), which a
+    /// length of time does not answer.
+    point: bool,
+    /// Whether the question asks for a limit (`most`, `maximum`, `longest`).
+    asks_limit: bool,
+    /// The verb a yes-or-no question asks about ("Can I *renew* …"), as a stem: an answer
+    /// that does not state it does not settle the question.
+    predicate: Option<String>,
     /// What an amount asked for measures, when the question says: a sum of money, or a
     /// length of time or space.
     measure: Option<Measure>,
@@ -632,6 +682,9 @@ impl Question {
             asked_amounts: amounts(question),
             asked_times: times(question),
             counted,
+            point: asks_point_in_time(&lower),
+            predicate: asked_verb(question),
+            asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
             measure: Measure::asked(&lower),
             proper,
             unstated,
@@ -780,13 +833,19 @@ impl Question {
             AnswerKind::Quantity => {
                 // "How many participants": an amount of something else (`26 weeks`) does
                 // not answer it.
-                let fits = |unit: &Option<String>| match (unit, &self.counted) {
+                // A sum of money counts nothing ("how many requests": `£4.00 per request`
+                // is a price), unless money is what is counted.
+                let priced = money_amounts(text);
+                let fits = |amount: &String, unit: &Option<String>| match (unit, &self.counted) {
                     (Some(u), Some(c)) => u == c,
+                    (None, Some(_)) => {
+                        !priced.contains(amount) || self.measure == Some(Measure::Money)
+                    }
                     _ => true,
                 };
                 if !amounts_with_units(text)
                     .iter()
-                    .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(unit))
+                    .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(a, unit))
                 {
                     return Some("the question asks for an amount, and it states none".into());
                 }
@@ -808,12 +867,26 @@ impl Question {
             AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
                 return Some("the question asks for a time, and it states none".into());
             }
+            // "Since when", "what date": a length of time (`14 days`) is not a point in it.
+            AnswerKind::Time
+                if self.point
+                    && !times(text)
+                        .iter()
+                        .any(|t| !self.asked_times.contains(t) && !is_duration(t)) =>
+            {
+                return Some(
+                    "the question asks for a point in time, and it states only lengths of time"
+                        .into(),
+                );
+            }
             AnswerKind::Person | AnswerKind::Place => {
+                // A month or a weekday is a time, not a name.
                 let named = words(text).iter().skip(1).any(|w| {
                     w.chars().count() >= 2
                         && w.chars().next().is_some_and(char::is_uppercase)
                         && w.chars().skip(1).any(char::is_lowercase)
                         && !is_function_word(w)
+                        && !is_calendar_word(w)
                         && !asked.contains(&stem(w))
                 });
                 if !named {
@@ -823,6 +896,13 @@ impl Question {
             _ => {}
         }
         let stems = content_stems(text);
+        if let Some(verb) = &self.predicate {
+            if self.kind == AnswerKind::YesNo && !stems.contains(verb) {
+                return Some(format!(
+                    "the question asks whether one may `{verb}…`, and it does not say"
+                ));
+            }
+        }
         let new = stems
             .iter()
             .any(|s| !asked.contains(s) && s.chars().count() >= 2);
@@ -855,7 +935,16 @@ impl Question {
         let clauses = clauses(line);
         let mut found: Vec<(usize, usize, &str)> = Vec::new();
         for i in 0..clauses.len() {
+            // A clause that is only a value (`64` in "Arm A: …, 64; Arm B: …") ends the
+            // record before it: a span of several clauses never starts there.
+            let head = &line[clauses[i].0..clauses[i].1];
+            let bare = content_words(head)
+                .iter()
+                .all(|w| w.chars().any(|c| c.is_ascii_digit()));
             for j in i..clauses.len() {
+                if bare && j > i {
+                    break;
+                }
                 let span = line[clauses[i].0..clauses[j].1].trim();
                 if span.is_empty() || self.misses(span).is_some() {
                     continue;
@@ -869,8 +958,40 @@ impl Question {
                 {
                     covered += 3;
                 }
+                // "What is the most…": a span that states a limit.
+                if self.asks_limit
+                    && words(&span.to_lowercase())
+                        .iter()
+                        .any(|w| LIMIT_MARKS.contains(w))
+                {
+                    covered += 3;
+                }
                 found.push((covered, span.len(), span));
             }
+        }
+        // An answer states one value of what is asked: a span stating two amounts (or two
+        // times) gives way to one that states fewer and answers as much of the question
+        // ("e-books 14 days" over "e-books 14 days, and audiobooks 21 days").
+        let values = |span: &str| match self.kind {
+            AnswerKind::Quantity => amounts(span).len(),
+            AnswerKind::Time => times(span).len(),
+            _ => 0,
+        };
+        let counted: Vec<usize> = found.iter().map(|(_, _, s)| values(s)).collect();
+        if let Some(fewest) = counted.iter().copied().filter(|n| *n > 0).min() {
+            let best_of_fewest = found
+                .iter()
+                .zip(&counted)
+                .filter(|(_, n)| **n == fewest)
+                .map(|((c, _, _), _)| *c)
+                .max()
+                .unwrap_or(0);
+            let mut i = 0;
+            found.retain(|(c, _, _)| {
+                let keep = counted[i] <= fewest || *c > best_of_fewest;
+                i += 1;
+                keep
+            });
         }
         let short = self.kind.needs_token();
         // Otherwise the longest that still reads as one answer: a whole record is not.
@@ -953,6 +1074,73 @@ impl Question {
     }
 }
 
+/// Whether `question` (lower case) asks for a point in time rather than any time: a date, a
+/// year, a month, a day, or since when.
+fn asks_point_in_time(question: &str) -> bool {
+    let tokens = words(question);
+    tokens.windows(2).any(|w| {
+        (["what", "which"].contains(&w[0]) && ["date", "year", "month", "day"].contains(&w[1]))
+            || (w[0] == "since" && w[1] == "when")
+            || (w[0] == "date" && w[1] == "of")
+    })
+}
+
+/// The verb of a yes-or-no question whose subject is a pronoun ("Can I renew …", "Do we
+/// pay …"), as a stem; none for a verb too general to tell answers apart (`get`, `need`).
+fn asked_verb(question: &str) -> Option<String> {
+    const AUX: [&str; 12] = [
+        "can", "could", "may", "might", "do", "does", "did", "will", "would", "should", "must",
+        "shall",
+    ];
+    const PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
+    const GENERAL: [&str; 14] = [
+        "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find",
+        "come", "still",
+    ];
+    let part = asking_part(question).to_lowercase();
+    let w = words(&part);
+    if w.len() < 3 || !AUX.contains(&w[0]) || !PRONOUNS.contains(&w[1]) {
+        return None;
+    }
+    let verb = w[2];
+    (verb.chars().all(char::is_alphabetic) && !GENERAL.contains(&verb) && !is_function_word(verb))
+        .then(|| stem(verb))
+}
+
+/// Words that open a question.
+const INTERROGATIVES: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "does",
+    "do", "did", "can", "could", "was", "were", "has", "have", "will", "would", "should", "must",
+    "may",
+];
+
+/// The part of `question` that asks: its last sentence ("I lost my card. How much is a new
+/// one?"), and in it the clause that opens with a question word when the sentence opens
+/// with context instead ("Under the old schedule, what was the fine?").
+fn asking_part(question: &str) -> &str {
+    let trimmed = question.trim();
+    let body = trimmed.trim_end_matches(['?', '!', '.', ' ']);
+    let start = body
+        .rmatch_indices(['.', '!', '?'])
+        .map(|(i, _)| i + 1)
+        .find(|&i| body[i..].starts_with(' '))
+        .unwrap_or(0);
+    let sentence = trimmed[start..].trim();
+    let opens = |s: &str| {
+        words(&s.to_lowercase())
+            .first()
+            .is_some_and(|w| INTERROGATIVES.contains(w))
+    };
+    if opens(sentence) {
+        return sentence;
+    }
+    sentence
+        .match_indices(", ")
+        .map(|(i, _)| sentence[i + 2..].trim())
+        .find(|rest| opens(rest))
+        .unwrap_or(sentence)
+}
+
 /// The id-shaped tokens of `text` (a letter and a digit), lower case.
 fn id_tokens(text: &str) -> Vec<String> {
     text.split_whitespace()
@@ -1033,6 +1221,143 @@ mod tests {
             ))
             .unwrap();
         store
+    }
+
+    #[test]
+    fn the_kind_is_read_from_the_part_that_asks() {
+        for (q, kind) in [
+            (
+                "I broke my locker key. How much is a new one?",
+                AnswerKind::Quantity,
+            ),
+            (
+                "Under the old timetable, what was the fare per trip?",
+                AnswerKind::Quantity,
+            ),
+            (
+                "For members, what's the booking period for a court?",
+                AnswerKind::Quantity,
+            ),
+            ("What number do I call to cancel?", AnswerKind::Quantity),
+            (
+                "What type of racket am I allowed to use?",
+                AnswerKind::Thing,
+            ),
+            (
+                "My gym pass expired. Can I renew it online?",
+                AnswerKind::YesNo,
+            ),
+            ("Since the move, when does the pool open?", AnswerKind::Time),
+        ] {
+            assert_eq!(AnswerKind::of(q), kind, "{q}");
+        }
+        assert_eq!(
+            asking_part("I lost it. Where, then, is the desk?"),
+            "Where, then, is the desk?"
+        );
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_measure_does_not_answer() {
+        let store = store();
+        let misses = |question: &str, line: &str| Question::new(question, &store).misses(line);
+        // A price counts nothing, and a rate is not a length of time.
+        assert!(misses(
+            "How many guest passes can I hold at once?",
+            "A guest pass costs £4.00 per pass."
+        )
+        .is_some());
+        assert!(misses(
+            "How many guest passes can I hold at once?",
+            "Members may hold up to 3 guest passes at a time."
+        )
+        .is_none());
+        assert!(misses(
+            "How long may I keep a racket?",
+            "Late rackets are charged £1.00 per day."
+        )
+        .is_some());
+        assert!(misses(
+            "How long may I keep a racket?",
+            "Rackets are lent for 7 days."
+        )
+        .is_none());
+        // "How much is …" asks a price; "at once" is no amount.
+        assert!(misses(
+            "I lost my locker key. How much is a new one?",
+            "Report a lost key at once at the front desk."
+        )
+        .is_some());
+        assert!(misses(
+            "I lost my locker key. How much is a new one?",
+            "A new locker key costs £2.50."
+        )
+        .is_none());
+        // "Since when" asks for a point in time, which `14 days` is not.
+        assert!(misses(
+            "Since when have the current court charges applied?",
+            "Courts are booked for 14 days at most."
+        )
+        .is_some());
+        assert!(misses(
+            "Since when have the current court charges applied?",
+            "The court charges apply from 1 April 2025."
+        )
+        .is_none());
+        // `allowed` asks no sum of money (`allowance` would).
+        assert!(misses(
+            "How many times am I allowed to renew a racket?",
+            "You can renew a racket up to 3 times, unless someone has booked it."
+        )
+        .is_none());
+        // An answer states one value: the span with one amount beats the line with two.
+        let spans = Question::new("How long is a racket lent for?", &store)
+            .spans("Rackets are lent for 7 days, and balls are lent for 14 days.");
+        assert_eq!(
+            spans.first().map(String::as_str),
+            Some("Rackets are lent for 7 days")
+        );
+        assert!(
+            spans.iter().all(|s| !(s.contains('7') && s.contains("14"))),
+            "{spans:?}"
+        );
+        // A span never starts at a bare value that ends the record before it.
+        let q = Question::new("How many players are in team B?", &store);
+        let spans =
+            q.spans("Team A: the red side, 64; Team B: the blue side, 61; Team C: reserves");
+        assert!(spans.iter().all(|s| !s.starts_with("64")), "{spans:?}");
+        // Asked for a limit, the span that states it leads, with the rate it caps.
+        let spans = Question::new(
+            "What is the most I can be charged for a late racket?",
+            &store,
+        )
+        .spans("Late rackets are charged £1.00 per day, up to a maximum of £8.00.");
+        assert!(
+            spans.first().is_some_and(|s| s.contains("£8.00")),
+            "{spans:?}"
+        );
+        // A yes-or-no question about a verb is settled only by a line that states it.
+        assert!(misses(
+            "Can I renew a court booking?",
+            "Court bookings are made at the front desk."
+        )
+        .is_some());
+        assert!(misses(
+            "Can I renew a court booking?",
+            "Court bookings cannot be renewed."
+        )
+        .is_none());
+        // A month or a weekday is not the name "who" asks for.
+        assert!(misses(
+            "Who runs the swimming lessons?",
+            "Swimming lessons start on Monday 2 June."
+        )
+        .is_some());
+        assert!(misses(
+            "Who runs the swimming lessons?",
+            "Swimming lessons are run by Marta Quill."
+        )
+        .is_none());
     }
 
     #[test]
