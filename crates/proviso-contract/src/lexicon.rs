@@ -371,7 +371,9 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
 /// The number a token states as an amount, if it does: digits (with `,` and `.`), a sign
 /// or a currency sign before, `%`, `x` or a hyphenated unit (`40-week`) after.
 fn amount_of(token: &str) -> Option<String> {
-    let body = token.trim_start_matches(['-', '+', '~', '<', '>', '≤', '≥', '$', '€', '£', '¥']);
+    let body = token
+        .trim_start_matches(['-', '+', '~', '<', '>', '≤', '≥'])
+        .trim_start_matches(CURRENCY_SIGNS);
     let digits: String = body
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
@@ -493,6 +495,9 @@ pub fn times(text: &str) -> Vec<String> {
     out
 }
 
+/// The signs written before a sum of money (`£4.00`).
+const CURRENCY_SIGNS: [char; 4] = ['$', '€', '£', '¥'];
+
 /// The amounts `text` states as sums of money (`£4.00` is `4.00`), as [`amounts`] writes
 /// them.
 #[must_use]
@@ -500,7 +505,7 @@ pub fn money_amounts(text: &str) -> Vec<String> {
     tokens(text)
         .filter(|t| {
             t.trim_start_matches(['-', '+', '~'])
-                .starts_with(['$', '€', '£', '¥'])
+                .starts_with(CURRENCY_SIGNS)
         })
         .filter_map(amount_of)
         .collect()
@@ -533,7 +538,7 @@ pub fn states_money(text: &str) -> bool {
     let lower = text.to_lowercase();
     let signed = lower.split_whitespace().any(|t| {
         let t = t.trim_start_matches(['(', '-', '+', '~']);
-        t.starts_with(['$', '€', '£', '¥']) && t.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
+        t.starts_with(CURRENCY_SIGNS) && t.chars().nth(1).is_some_and(|c| c.is_ascii_digit())
     });
     let tokens = words(&lower);
     let worded = tokens.windows(2).any(|w| {

@@ -933,7 +933,14 @@ impl Question {
     #[must_use]
     pub fn spans(&self, line: &str) -> Vec<String> {
         let clauses = clauses(line);
-        let mut found: Vec<(usize, usize, &str)> = Vec::new();
+        // Each span: how much of the question it covers, its length, the span, and how many
+        // values of the asked kind it states.
+        let values = |span: &str| match self.kind {
+            AnswerKind::Quantity => amounts(span).len(),
+            AnswerKind::Time => times(span).len(),
+            _ => 0,
+        };
+        let mut found: Vec<(usize, usize, &str, usize)> = Vec::new();
         for i in 0..clauses.len() {
             // A clause that is only a value (`64` in "Arm A: …, 64; Arm B: …") ends the
             // record before it: a span of several clauses never starts there.
@@ -951,47 +958,29 @@ impl Question {
                 }
                 let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
                 let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2;
-                if self.kind == AnswerKind::Reason
-                    && words(&span.to_lowercase())
-                        .iter()
-                        .any(|w| REASON_MARKS.contains(w))
-                {
+                let lower = span.to_lowercase();
+                let marked = |marks: &[&str]| words(&lower).iter().any(|w| marks.contains(w));
+                if self.kind == AnswerKind::Reason && marked(REASON_MARKS) {
                     covered += 3;
                 }
                 // "What is the most…": a span that states a limit.
-                if self.asks_limit
-                    && words(&span.to_lowercase())
-                        .iter()
-                        .any(|w| LIMIT_MARKS.contains(w))
-                {
+                if self.asks_limit && marked(LIMIT_MARKS) {
                     covered += 3;
                 }
-                found.push((covered, span.len(), span));
+                found.push((covered, span.len(), span, values(span)));
             }
         }
         // An answer states one value of what is asked: a span stating two amounts (or two
         // times) gives way to one that states fewer and answers as much of the question
         // ("e-books 14 days" over "e-books 14 days, and audiobooks 21 days").
-        let values = |span: &str| match self.kind {
-            AnswerKind::Quantity => amounts(span).len(),
-            AnswerKind::Time => times(span).len(),
-            _ => 0,
-        };
-        let counted: Vec<usize> = found.iter().map(|(_, _, s)| values(s)).collect();
-        if let Some(fewest) = counted.iter().copied().filter(|n| *n > 0).min() {
+        if let Some(fewest) = found.iter().map(|f| f.3).filter(|n| *n > 0).min() {
             let best_of_fewest = found
                 .iter()
-                .zip(&counted)
-                .filter(|(_, n)| **n == fewest)
-                .map(|((c, _, _), _)| *c)
+                .filter(|f| f.3 == fewest)
+                .map(|f| f.0)
                 .max()
                 .unwrap_or(0);
-            let mut i = 0;
-            found.retain(|(c, _, _)| {
-                let keep = counted[i] <= fewest || *c > best_of_fewest;
-                i += 1;
-                keep
-            });
+            found.retain(|f| f.3 <= fewest || f.0 > best_of_fewest);
         }
         let short = self.kind.needs_token();
         // Otherwise the longest that still reads as one answer: a whole record is not.
@@ -1004,7 +993,7 @@ impl Question {
             })
         });
         let mut out: Vec<String> = Vec::new();
-        for (_, _, span) in found {
+        for (_, _, span, _) in found {
             if !out.iter().any(|o| o == span) {
                 out.push(span.to_owned());
             }

@@ -309,38 +309,38 @@ fn refused(text: &str, pointer: &str) -> Rejection {
 pub fn transport_gate(finish: Finish, reason: Option<&str>, pointer: &str) -> Option<Rejection> {
     let written = reason.unwrap_or("");
     let (code, message, next) = match finish {
-            Finish::Stop => return None,
-            Finish::Length => (
-                Code::IncompleteResponse,
-                format!("the output was cut short (stop reason `{written}`); a truncated prefix is never accepted"),
-                NextStep::RetryWithLargerBudget,
-            ),
-            Finish::Repetition => (
-                Code::Repetition,
-                "the output degenerated into repetition and was stopped; a fragment is never accepted".to_owned(),
-                NextStep::Retry,
-            ),
-            Finish::ContentFilter => (
-                Code::ContentFiltered,
-                "the provider's content filter stopped the output".to_owned(),
-                NextStep::Stop,
-            ),
-            Finish::Cancelled => (
-                Code::Cancelled,
-                "the generation was cancelled; a fragment is never accepted".to_owned(),
-                NextStep::Stop,
-            ),
-            Finish::Missing => (
-                Code::MissingStopReason,
-                "the envelope has no stop reason, so the output may be unfinished".to_owned(),
-                NextStep::Stop,
-            ),
-            Finish::Unknown => (
-                Code::UnknownStopReason,
-                format!("unknown stop reason `{written}`, so the output may be unfinished"),
-                NextStep::Stop,
-            ),
-        };
+        Finish::Stop => return None,
+        Finish::Length => (
+            Code::IncompleteResponse,
+            format!("the output was cut short (stop reason `{written}`); a truncated prefix is never accepted"),
+            NextStep::RetryWithLargerBudget,
+        ),
+        Finish::Repetition => (
+            Code::Repetition,
+            "the output degenerated into repetition and was stopped; a fragment is never accepted".to_owned(),
+            NextStep::Retry,
+        ),
+        Finish::ContentFilter => (
+            Code::ContentFiltered,
+            "the provider's content filter stopped the output".to_owned(),
+            NextStep::Stop,
+        ),
+        Finish::Cancelled => (
+            Code::Cancelled,
+            "the generation was cancelled; a fragment is never accepted".to_owned(),
+            NextStep::Stop,
+        ),
+        Finish::Missing => (
+            Code::MissingStopReason,
+            "the envelope has no stop reason, so the output may be unfinished".to_owned(),
+            NextStep::Stop,
+        ),
+        Finish::Unknown => (
+            Code::UnknownStopReason,
+            format!("unknown stop reason `{written}`, so the output may be unfinished"),
+            NextStep::Stop,
+        ),
+    };
     Some(reject(code, message, pointer).with_next_step(next))
 }
 

@@ -61,12 +61,7 @@ impl StopReason {
     /// and `stop` otherwise.
     #[must_use]
     pub fn finish_reason(&self) -> &'static str {
-        match self {
-            Self::Length => "length",
-            Self::Cancelled => "cancelled",
-            Self::Repetition => "repetition",
-            _ => "stop",
-        }
+        self.finish().as_str()
     }
 }
 

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use proviso_contract::{Code, Finish, Gate, IntentClass};
+use proviso_contract::{Code, Finish, Gate, IntentClass, Verdict};
 use proviso_judge::{Ended, Judge, Refusal};
 use proviso_tools::{CallFormat, Policy, Registry, ToolChoice, ToolGate, ToolSpec, Usage};
 use serde_json::{json, Value};
@@ -30,6 +30,10 @@ mod faults;
 
 /// One entry point's reading of a row: the gate and code, or `None` when it accepted.
 type Reading = Option<(Gate, Code)>;
+
+fn reading(verdict: &Verdict) -> Reading {
+    verdict.rejection().map(|r| (r.gate(), r.code().clone()))
+}
 
 fn refusal(r: Result<(), Refusal>) -> Reading {
     r.err().map(|r| (r.gate, r.code))
@@ -85,10 +89,7 @@ fn readings(input: &Value) -> Vec<(&'static str, Reading)> {
         let envelope: Value = serde_json::from_slice(&bytes).unwrap();
         out.push((
             "Contract::check_envelope",
-            faults::contract()
-                .check_envelope(&bytes)
-                .rejection()
-                .map(|r| (r.gate(), r.code().clone())),
+            reading(&faults::contract().check_envelope(&bytes)),
         ));
         out.push((
             "Judge::envelope (contract)",
@@ -104,12 +105,9 @@ fn readings(input: &Value) -> Vec<(&'static str, Reading)> {
         ));
         // The tool gate alone owns only the transport gate of a text answer.
         if input.get("envelope").is_some() || input.get("raw_envelope").is_some() {
-            let reading = gate()
-                .check_envelope(&bytes, &Usage::default())
-                .rejection()
-                .map(|r| (r.gate(), r.code().clone()));
-            if reading.as_ref().is_some_and(|(g, _)| *g == Gate::Transport) || reading.is_none() {
-                out.push(("ToolGate::check_envelope", reading));
+            let read = reading(&gate().check_envelope(&bytes, &Usage::default()));
+            if read.as_ref().is_none_or(|(g, _)| *g == Gate::Transport) {
+                out.push(("ToolGate::check_envelope", read));
             }
             // The harness and the MCP service hand the gate a typed end and the text.
             if let Some(reason) = input.get("envelope") {
@@ -118,21 +116,17 @@ fn readings(input: &Value) -> Vec<(&'static str, Reading)> {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned();
-                let reading = gate()
-                    .check(&text, finish, &Usage::default())
-                    .rejection()
-                    .map(|r| (r.gate(), r.code().clone()));
-                out.push(("ToolGate::check", reading));
+                out.push((
+                    "ToolGate::check",
+                    reading(&gate().check(&text, finish, &Usage::default())),
+                ));
             }
         }
     } else {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         out.push((
             "Contract::check_text",
-            faults::contract()
-                .check_text(&bytes)
-                .rejection()
-                .map(|r| (r.gate(), r.code().clone())),
+            reading(&faults::contract().check_text(&bytes)),
         ));
         out.push((
             "Judge::local (contract)",
@@ -145,10 +139,7 @@ fn readings(input: &Value) -> Vec<(&'static str, Reading)> {
         let envelope = wrapped(&bytes);
         out.push((
             "Contract::check_envelope (wrapped)",
-            faults::contract()
-                .check_envelope(envelope.to_string().as_bytes())
-                .rejection()
-                .map(|r| (r.gate(), r.code().clone())),
+            reading(&faults::contract().check_envelope(envelope.to_string().as_bytes())),
         ));
         out.push((
             "Judge::envelope (contract, wrapped)",

@@ -165,8 +165,9 @@ pub(super) fn describe_run_error(
                 "the model's memory is in use by other requests; retry later".into(),
             )
         }
-        // A failure this server does not know yet is an internal one: logged, never sent.
-        RunError::Internal(_) | _ => {
+        // `RunError::Internal`, and any failure this server does not know yet: logged with
+        // the request id, never sent.
+        _ => {
             tracing::error!(request_id = %id.0, cause = %e, "generation failed");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -445,13 +445,17 @@ pub(crate) fn text_rule(
             }
             format!("text: %json {schema}\n")
         }
-        None => match never {
-            Some(tag) => format!(
-                "text: FREE_TEXT\nFREE_TEXT: /[^{first_excluded}\\s][\\s\\S]*/ & ~/[\\s\\S]*{}[\\s\\S]*/\n",
-                regex::escape(tag)
-            ),
-            None => format!("text: /[^{first_excluded}\\s][\\s\\S]*/\n"),
-        },
+        None => {
+            let free = format!("/[^{first_excluded}\\s][\\s\\S]*/");
+            match never {
+                // An llguidance lexeme: the free text, and not any text holding the tag.
+                Some(tag) => format!(
+                    "text: FREE_TEXT\nFREE_TEXT: {free} & ~/[\\s\\S]*{}[\\s\\S]*/\n",
+                    regex::escape(tag)
+                ),
+                None => format!("text: {free}\n"),
+            }
+        }
     }
 }
 
