@@ -265,6 +265,57 @@ pub fn is_label(words: &[&str], i: usize) -> bool {
                 .is_some_and(|p| p.chars().next().is_some_and(char::is_uppercase)))
 }
 
+/// The locators `text` names, each once, in order: tokens (with the punctuation around
+/// them taken off) that hold a `/`, a scheme (`x://`), or end in a file extension
+/// (`name.ext`, one to five letters or digits after the last dot).
+#[must_use]
+pub fn locators(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for token in text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | ',' | ';'
+            )
+    }) {
+        let token = token.trim_end_matches(['.', ':', '?', '!']);
+        if token.len() < 3 || token.len() > 300 {
+            continue;
+        }
+        let extension = token.rsplit_once('.').is_some_and(|(stem, ext)| {
+            // `e.g` and `i.e` are abbreviations, not files.
+            stem.len() >= 2
+                && !stem.ends_with('/')
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        });
+        let located = token.contains('/') || token.contains("://") || extension;
+        if located && !out.iter().any(|o| o == token) {
+            out.push(token.to_owned());
+        }
+    }
+    out
+}
+
+/// `text` with its locators ([`locators`]) blanked out: a path names where to look, and its
+/// pieces (`tmp`, `agent`, `txt`) are not words of what is asked or said.
+#[must_use]
+pub fn without_locators(text: &str) -> String {
+    let mut out = text.to_owned();
+    for locator in locators(text) {
+        // `and/or`, `km/h`: one slash between two words is a pair of words, not a path.
+        let pair = !locator.starts_with('/')
+            && locator.matches('/').count() == 1
+            && !locator.contains('.')
+            && !locator.contains(':');
+        if !pair {
+            out = out.replace(&locator, " ");
+        }
+    }
+    out
+}
+
 /// The content words of `text`, in order: every word that is not a function word, and the
 /// labels ([`is_label`]).
 #[must_use]

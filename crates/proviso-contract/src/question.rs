@@ -16,7 +16,8 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
-    is_function_word, is_heading, money_amounts, states_extent, states_money, stem, times, words,
+    is_function_word, is_heading, money_amounts, states_extent, states_money, stem, times,
+    without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -451,6 +452,10 @@ impl Question {
     /// the subject is the question's ids and the words few sources' titles and texts state.
     #[must_use]
     pub fn new(question: &str, store: &SourceStore) -> Self {
+        let as_asked = question;
+        // A path or a URL in the question says where to look: its pieces are neither what is
+        // asked nor names a line must state.
+        let question = &without_locators(question);
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
@@ -609,7 +614,10 @@ impl Question {
             .into_iter()
             .enumerate()
             .filter(|(i, w)| {
-                *i > 0 && w.chars().next().is_some_and(char::is_uppercase) && !is_function_word(w)
+                *i > 0
+                    && w.chars().next().is_some_and(char::is_uppercase)
+                    && !is_function_word(w)
+                    && !opens_sentence(question, w)
             })
             .map(|(_, w)| w)
             .collect();
@@ -671,7 +679,7 @@ impl Question {
                 .collect()
         };
         Self {
-            text: question.to_owned(),
+            text: as_asked.to_owned(),
             kind: AnswerKind::of(question),
             terms,
             qualifiers,
@@ -1103,23 +1111,36 @@ const INTERROGATIVES: &[&str] = &[
     "may",
 ];
 
-/// The part of `question` that asks: its last sentence ("I lost my card. How much is a new
-/// one?"), and in it the clause that opens with a question word when the sentence opens
-/// with context instead ("Under the old schedule, what was the fine?").
+/// The part of `question` that asks: its last sentence that ends with a question mark
+/// ("I lost my card. How much is a new one?", "When is it due? See the log."), else its
+/// last that opens with a question word, else its last; and in it the clause that opens
+/// with a question word when the sentence opens with context instead ("Under the old
+/// schedule, what was the fine?").
 fn asking_part(question: &str) -> &str {
     let trimmed = question.trim();
-    let body = trimmed.trim_end_matches(['?', '!', '.', ' ']);
-    let start = body
-        .rmatch_indices(['.', '!', '?'])
-        .map(|(i, _)| i + 1)
-        .find(|&i| body[i..].starts_with(' '))
-        .unwrap_or(0);
-    let sentence = trimmed[start..].trim();
+    let mut sentences: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (i, c) in trimmed.char_indices() {
+        if matches!(c, '.' | '!' | '?') && trimmed[i + 1..].starts_with(char::is_whitespace) {
+            sentences.push(trimmed[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    sentences.push(trimmed[start..].trim());
+    sentences.retain(|s| !words(s).is_empty());
     let opens = |s: &str| {
         words(&s.to_lowercase())
             .first()
             .is_some_and(|w| INTERROGATIVES.contains(w))
     };
+    let sentence = sentences
+        .iter()
+        .rev()
+        .find(|s| s.ends_with('?'))
+        .or_else(|| sentences.iter().rev().find(|s| opens(s)))
+        .or(sentences.last())
+        .copied()
+        .unwrap_or(trimmed);
     if opens(sentence) {
         return sentence;
     }
@@ -1128,6 +1149,24 @@ fn asking_part(question: &str) -> &str {
         .map(|(i, _)| sentence[i + 2..].trim())
         .find(|rest| opens(rest))
         .unwrap_or(sentence)
+}
+
+/// Whether `word`, a slice of `text`, opens a sentence of it ("See" in "When is it due? See
+/// the log."): capitalised there whatever it is. A title's dot (`Dr. Osei`) ends no
+/// sentence.
+fn opens_sentence(text: &str, word: &str) -> bool {
+    let at = (word.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let Some(before) = text.get(..at).map(str::trim_end) else {
+        return false;
+    };
+    let Some(body) = before.strip_suffix(['.', '!', '?']) else {
+        return before.is_empty();
+    };
+    let title = body
+        .rsplit(|c: char| !c.is_alphabetic())
+        .next()
+        .is_some_and(|t| (1..=3).contains(&t.chars().count()) && t.starts_with(char::is_uppercase));
+    !title
 }
 
 /// The id-shaped tokens of `text` (a letter and a digit), lower case.
@@ -1244,6 +1283,24 @@ mod tests {
             asking_part("I lost it. Where, then, is the desk?"),
             "Where, then, is the desk?"
         );
+        // What follows the question is a pointer to where to look, not what is asked.
+        assert_eq!(
+            asking_part("When is the next service due? See the log."),
+            "When is the next service due?"
+        );
+        assert_eq!(
+            AnswerKind::of("When is the next service due? See /srv/boiler.txt"),
+            AnswerKind::Time
+        );
+        let store = store();
+        let q = Question::new("When is the next service due? See /srv/boiler.txt", &store);
+        assert_eq!(q.misses("The next service is due in September 2026."), None);
+        // "See" opens a sentence: it is no name the sources must state.
+        assert!(q.names_stated("The next service is due in September 2026.", "CAL"));
+        let text = "Is it due? See Dr. Osei. Ask Mr Rowe";
+        let opens = |w: &str| opens_sentence(text, &text[text.find(w).unwrap()..][..w.len()]);
+        assert!(opens("Is") && opens("See"));
+        assert!(!opens("Osei") && !opens("Rowe") && !opens("Dr"));
     }
 
     #[test]
@@ -1428,6 +1485,47 @@ mod tests {
                 "/citations"
             )
             .is_empty());
+    }
+
+    #[test]
+    fn a_path_in_the_question_is_where_to_look_not_what_is_asked() {
+        let mut store = SourceStore::new();
+        let error = "/srv/__x__.md: Error - Access denied - path outside allowed directories: /srv/__x__.md not in /srv/logs-7";
+        let log = "The boiler in the east wing was serviced on 3 March 2026 by Calder Heating.";
+        store
+            .insert(crate::evidence::SourceDocument::new(
+                "fs#1", "v1", true, log,
+            ))
+            .unwrap();
+        store
+            .insert(crate::evidence::SourceDocument::new(
+                "fs#2", "v1", true, error,
+            ))
+            .unwrap();
+        let q = Question::new(
+            "Read /srv/logs-7/boiler.txt: who painted the boiler room?",
+            &store,
+        );
+        assert_eq!(
+            q.text(),
+            "Read /srv/logs-7/boiler.txt: who painted the boiler room?"
+        );
+        assert!(!q
+            .terms()
+            .iter()
+            .any(|t| t == "srv" || t == "txt" || t == "log"));
+        assert!(q.misses(error).is_some());
+        let when = Question::new(
+            "According to /srv/logs-7/boiler.txt, when was the boiler serviced?",
+            &store,
+        );
+        assert!(when.misses(log).is_none(), "{:?}", when.misses(log));
+        assert!(when.misses(error).is_some());
+        // `and/or` is two words, not a path.
+        assert_eq!(
+            without_locators("Can I bring a dog and/or a cat? See https://x.invalid/a."),
+            "Can I bring a dog and/or a cat? See  ."
+        );
     }
 
     #[test]

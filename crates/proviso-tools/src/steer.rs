@@ -18,6 +18,7 @@
 
 use std::collections::BTreeSet;
 
+pub use proviso_contract::lexicon::locators;
 use proviso_contract::lexicon::{content_words, is_function_word};
 use proviso_contract::{Message, Role};
 use serde::Serialize;
@@ -635,39 +636,6 @@ pub fn is_locator(name: &str) -> bool {
         .any(|w| LOCATOR_WORDS.contains(&w.as_str()))
 }
 
-/// The locators `text` names, each once, in order: tokens (with the punctuation around
-/// them taken off) that hold a `/`, a scheme (`x://`), or end in a file extension
-/// (`name.ext`, one to five letters or digits after the last dot).
-#[must_use]
-pub fn locators(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for token in text.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                '"' | '\'' | '`' | '<' | '>' | '(' | ')' | '[' | ']' | ',' | ';'
-            )
-    }) {
-        let token = token.trim_end_matches(['.', ':', '?', '!']);
-        if token.len() < 3 || token.len() > 300 {
-            continue;
-        }
-        let extension = token.rsplit_once('.').is_some_and(|(stem, ext)| {
-            // `e.g` and `i.e` are abbreviations, not files.
-            stem.len() >= 2
-                && !stem.ends_with('/')
-                && (1..=5).contains(&ext.len())
-                && ext.chars().all(|c| c.is_ascii_alphanumeric())
-                && ext.chars().any(|c| c.is_ascii_alphabetic())
-        });
-        let located = token.contains('/') || token.contains("://") || extension;
-        if located && !out.iter().any(|o| o == token) {
-            out.push(token.to_owned());
-        }
-    }
-    out
-}
-
 /// Holds a tool's arguments object, in the grammar, to the properties it declares
 /// (`additionalProperties: false` where the schema leaves it open): a small model adds
 /// keys of its own otherwise. Only the grammar is narrowed; the gates check the declared
@@ -751,13 +719,24 @@ pub fn narrow_parameters(parameters: &mut Value, asked: &str, located: &[String]
     }
     if let Some(Value::Object(properties)) = parameters.get_mut("properties") {
         for (name, property) in properties.iter_mut() {
-            if is_locator(name) && is_free_text(property) {
-                if let Some(map) = property.as_object_mut() {
-                    map.remove("minLength");
-                    map.remove("maxLength");
-                    map.insert("enum".into(), json!(located));
-                    changed = true;
-                }
+            if !is_locator(name) {
+                continue;
+            }
+            // A locator, or a list of them (`paths` of a tool that reads several files).
+            let target = if is_free_text(property) {
+                Some(property)
+            } else if property.get("type").and_then(Value::as_str) == Some("array") {
+                property
+                    .get_mut("items")
+                    .filter(|items| is_free_text(items))
+            } else {
+                None
+            };
+            if let Some(map) = target.and_then(Value::as_object_mut) {
+                map.remove("minLength");
+                map.remove("maxLength");
+                map.insert("enum".into(), json!(located));
+                changed = true;
             }
         }
     }
@@ -880,6 +859,25 @@ mod locator_tests {
         assert!(locators("It cost 3.50 in 2024. Then e.g. nothing").is_empty());
         assert!(is_locator("path") && is_locator("filePath") && is_locator("source_url"));
         assert!(!is_locator("query") && !is_locator("pathos_level"));
+    }
+
+    #[test]
+    fn a_locator_and_a_list_of_locators_hold_to_the_ones_named() {
+        let mut parameters = json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "query": {"type": "string"}}});
+        let named = vec!["/srv/docs/boiler.txt".to_owned()];
+        assert!(narrow_parameters(
+            &mut parameters,
+            "Read /srv/docs/boiler.txt",
+            &named
+        ));
+        let properties = &parameters["properties"];
+        assert_eq!(properties["path"]["enum"], json!(named));
+        assert_eq!(properties["paths"]["items"]["enum"], json!(named));
+        assert_eq!(properties["paths"]["minItems"], 1);
+        assert!(properties["query"].get("enum").is_none());
     }
 
     #[test]
