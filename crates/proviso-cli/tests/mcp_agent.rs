@@ -1,7 +1,8 @@
 //! The agent over a real MCP server (the filesystem server from npm, installed by
 //! `scripts/setup --tests`) on the real default model, greedy: a question about a file the
 //! server serves ends with a cited answer whose evidence gate checked the quote against
-//! what the tool returned, and a question the file cannot answer ends in an abstention.
+//! what the tool returned, and a question the file cannot answer ends in an abstention (a
+//! tool's error line, whose path repeats the question's, answers nothing).
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -60,6 +61,12 @@ fn the_agent_answers_from_a_file_the_filesystem_server_serves() {
             Some("pressure relief valve"),
         ),
         (format!("Read {path}: who painted the boiler room?"), None),
+        // What follows the question says where to look: it asks nothing, and its capital
+        // is no name the file must state.
+        (
+            format!("When is the next service due? See {path}"),
+            Some("September 2026"),
+        ),
     ];
     let mut failures = Vec::new();
     for (question, fact) in &cases {
