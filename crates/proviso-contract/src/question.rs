@@ -1493,14 +1493,10 @@ mod tests {
         let error = "/srv/__x__.md: Error - Access denied - path outside allowed directories: /srv/__x__.md not in /srv/logs-7";
         let log = "The boiler in the east wing was serviced on 3 March 2026 by Calder Heating.";
         store
-            .insert(crate::evidence::SourceDocument::new(
-                "fs#1", "v1", true, log,
-            ))
+            .insert(SourceDocument::new("fs#1", "v1", true, log))
             .unwrap();
         store
-            .insert(crate::evidence::SourceDocument::new(
-                "fs#2", "v1", true, error,
-            ))
+            .insert(SourceDocument::new("fs#2", "v1", true, error))
             .unwrap();
         let q = Question::new(
             "Read /srv/logs-7/boiler.txt: who painted the boiler room?",
