@@ -308,6 +308,7 @@ pub(super) async fn prepare(
             }
         }
     }
+    choose_server_tool(body, &uses, responses)?;
     // The tools as function tools, in the body's own form.
     for (tool, _) in &uses.tools {
         kept.push(if responses {
@@ -541,12 +542,18 @@ pub(super) async fn run<B: Backend>(
     }
     let mut round = 0;
     loop {
+        let turn_called = round > 0 || called_this_turn(&chat);
         // An answer grounded in the results has no tools left to choose.
         if let Some(map) = chat.as_object_mut().filter(|m| m.contains_key("tools")) {
             if round == 0 && look_first {
                 map.insert("tool_choice".into(), json!("required"));
             } else {
                 match &choice_given {
+                    // A forced choice (`required`, or one named tool) asks for a call, and
+                    // the turn has had its call once a result is in: forcing it again
+                    // would make every round call until the rounds run out, and the answer
+                    // the caller wants never comes. The rounds after it are `auto`.
+                    Some(choice) if forces_call(choice) && turn_called => map.remove("tool_choice"),
                     Some(choice) => map.insert("tool_choice".into(), choice.clone()),
                     None => map.remove("tool_choice"),
                 };
@@ -722,6 +729,96 @@ fn call_item(
 fn push_message(chat: &mut Value, message: Value) {
     if let Some(messages) = chat.get_mut("messages").and_then(Value::as_array_mut) {
         messages.push(message);
+    }
+}
+
+/// Rewrites a `tool_choice` of type `mcp` (the Responses API's form: `server_label`, and
+/// optionally `name`) into the function form the model's tools take: one tool by name, or
+/// any tool of the label (`allowed_tools`, `required`). A label or a name the request does
+/// not offer is refused, naming the field.
+fn choose_server_tool(
+    body: &mut Value,
+    uses: &McpUses,
+    responses: bool,
+) -> Result<(), InvalidRequest> {
+    let Some(choice) = body
+        .get("tool_choice")
+        .filter(|c| c.get("type").and_then(Value::as_str) == Some("mcp"))
+        .cloned()
+    else {
+        return Ok(());
+    };
+    let label = choice
+        .get("server_label")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            InvalidRequest::new(
+                "tool_choice.server_label",
+                "an `mcp` tool choice needs `server_label`",
+            )
+        })?;
+    let offered: Vec<&ServerTool> = uses
+        .tools
+        .iter()
+        .map(|(t, _)| t)
+        .filter(|t| t.label == label)
+        .collect();
+    if offered.is_empty() {
+        return Err(InvalidRequest::new(
+            "tool_choice.server_label",
+            format!("the request offers no tool of MCP server `{label}`: add an `mcp` tool with that `server_label`"),
+        ));
+    }
+    let function = |name: &str| {
+        if responses {
+            json!({"type": "function", "name": name})
+        } else {
+            json!({"type": "function", "function": {"name": name}})
+        }
+    };
+    let rewritten = match choice.get("name").filter(|n| !n.is_null()) {
+        Some(name) => {
+            let name = name.as_str().ok_or_else(|| {
+                InvalidRequest::new("tool_choice.name", "`name` must be a string")
+            })?;
+            let tool = offered.iter().find(|t| t.tool == name).ok_or_else(|| {
+                InvalidRequest::new(
+                    "tool_choice.name",
+                    format!("MCP server `{label}` offers this request no tool `{name}`"),
+                )
+            })?;
+            function(&tool.name)
+        }
+        None => {
+            let tools: Vec<Value> = offered.iter().map(|t| function(&t.name)).collect();
+            if responses {
+                json!({"type": "allowed_tools", "mode": "required", "tools": tools})
+            } else {
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": tools}})
+            }
+        }
+    };
+    if let Some(map) = body.as_object_mut() {
+        map.insert("tool_choice".into(), rewritten);
+    }
+    Ok(())
+}
+
+/// Whether a `tool_choice` (chat form) forces a call: `required`, one tool by name, or
+/// `allowed_tools` in `required` mode.
+fn forces_call(choice: &Value) -> bool {
+    if choice == "required" {
+        return true;
+    }
+    match choice.get("type").and_then(Value::as_str) {
+        Some("allowed_tools") => {
+            choice
+                .pointer("/allowed_tools/mode")
+                .or_else(|| choice.get("mode"))
+                == Some(&json!("required"))
+        }
+        Some(_) => true,
+        None => false,
     }
 }
 

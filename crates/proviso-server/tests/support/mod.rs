@@ -9,7 +9,7 @@ use std::time::Duration;
 use proviso_server::{
     serve_with_metrics, Backend, ChoiceResult, Delta, FinishReason, GenerationRequest,
     OutputConstraint, PromptInput, RejectedRequest, RunError, ServerConfig, Sink, ToolCallOut,
-    Worker,
+    ToolChoiceRequest, Worker,
 };
 use serde_json::Value;
 
@@ -27,6 +27,9 @@ pub struct EchoJob {
     text: String,
     max_words: usize,
     n: u32,
+    /// The function a conversation opened with `forced …` calls whenever `tool_choice`
+    /// forces a call (`required`, or that function by name): a model that always obeys.
+    forced: Option<String>,
 }
 
 impl Backend for Echo {
@@ -62,10 +65,28 @@ impl Backend for Echo {
         if text.starts_with("slow to compile") {
             std::thread::sleep(Duration::from_secs(3));
         }
+        let opened_forced = match &request.prompt {
+            PromptInput::Chat(messages) => messages
+                .iter()
+                .any(|m| m.role == proviso_contract::Role::User && m.content.starts_with("forced")),
+            PromptInput::Text(_) => false,
+        };
+        let first_tool = request
+            .tools
+            .as_ref()
+            .and_then(|t| t.get(0))
+            .and_then(|t| t["function"]["name"].as_str())
+            .map(str::to_owned);
+        let forced = match (&request.tool_choice, opened_forced) {
+            (ToolChoiceRequest::Required, true) => first_tool,
+            (ToolChoiceRequest::Named(name), true) => Some(name.clone()),
+            _ => None,
+        };
         Ok(EchoJob {
             text,
             max_words: request.max_tokens.map_or(usize::MAX, |m| m as usize),
             n: request.n,
+            forced,
         })
     }
 
@@ -91,10 +112,15 @@ impl Worker for Echo {
         let mut choices = Vec::new();
         for index in 0..job.n {
             let base = ChoiceResult::new(index, 3, 0);
-            if job.text.starts_with("call") {
+            if job.text.starts_with("call") || job.forced.is_some() {
                 let call = ToolCallOut {
-                    id: format!("call_{index}"),
-                    name: "get_arm".into(),
+                    // Forced calls, one per round of a loop, each with an id of its own.
+                    id: if job.forced.is_some() {
+                        format!("call_{index}_{}", self.seen.lock().unwrap().len())
+                    } else {
+                        format!("call_{index}")
+                    },
+                    name: job.forced.clone().unwrap_or_else(|| "get_arm".into()),
                     arguments: "{\"trial_id\":\"NCT04123456\"}".into(),
                 };
                 sink.send(
