@@ -13,6 +13,12 @@ pub const FUNCTION_WORDS: &[&str] = &[
     "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "two",
     "under", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
     "whose", "why", "will", "with", "within", "would", "yes", "you", "your",
+    // What a contraction leaves once its apostrophe separates it (`I'm`, `we're`, `you've`,
+    // `we'll`, `I'd`, `don't`): pieces of function words, never what a question asks.
+    "m", "re", "ve", "ll", "d", "don", "doesn", "didn", "isn", "aren", "wasn", "weren", "hasn",
+    "haven", "hadn", "wouldn", "shouldn", "couldn",
+    // Modals that open a question as `can` and `may` do (`Must I …?`).
+    "must", "shall", "might",
 ];
 
 /// Whether `word` (any case) is a function word.
@@ -250,7 +256,8 @@ const IRREGULAR: &[(&str, &str)] = &[
 
 /// Whether `words[i]` is a label: a capital letter standing alone after the first word
 /// (`Arm A`, `Phase I`), not the article `a` or the pronoun `I` (`can I`, `the object I
-/// make`): `I` is a label only after a capitalised word.
+/// make`): `I` is a label only after a capitalised word that is not a function word (`Can
+/// I`, which opens a question, asks as the pronoun).
 #[must_use]
 pub fn is_label(words: &[&str], i: usize) -> bool {
     let Some(w) = words.get(i) else {
@@ -260,9 +267,9 @@ pub fn is_label(words: &[&str], i: usize) -> bool {
         && w.len() == 1
         && w.chars().all(|c| c.is_ascii_uppercase())
         && (*w != "I"
-            || words
-                .get(i - 1)
-                .is_some_and(|p| p.chars().next().is_some_and(char::is_uppercase)))
+            || words.get(i - 1).is_some_and(|p| {
+                p.chars().next().is_some_and(char::is_uppercase) && !is_function_word(p)
+            }))
 }
 
 /// The locators `text` names, each once, in order: tokens (with the punctuation around
@@ -660,6 +667,26 @@ pub fn states_time(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A label is a capital letter after a capitalised content word; a contraction's
+    /// pieces and the pronoun that follows a question's opening modal are function words.
+    #[test]
+    fn labels_pronouns_and_contractions_are_told_apart() {
+        assert_eq!(
+            content_words("Phase I trial and Arm A"),
+            ["Phase", "I", "trial", "Arm", "A"]
+        );
+        assert_eq!(content_words("Can I renew it?"), ["renew"]);
+        assert_eq!(content_words("Must I pay?"), ["pay"]);
+        assert_eq!(
+            content_words("Is it free if I'm not a member?"),
+            ["free", "member"]
+        );
+        assert_eq!(
+            content_words("We're told you've paid and don't owe"),
+            ["told", "paid", "owe"]
+        );
+    }
 
     #[test]
     fn amounts_are_numbers_that_stand_as_numbers() {

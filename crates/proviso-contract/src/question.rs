@@ -660,7 +660,7 @@ impl Question {
             let lower = w.to_lowercase();
             let stating = all_lines
                 .iter()
-                .filter(|l| words(l).contains(&lower.as_str()))
+                .filter(|l| words(l).iter().any(|w| same_name(w, &lower)))
                 .count();
             if stating == 0 {
                 if !unstated.contains(&lower) {
@@ -791,9 +791,9 @@ impl Question {
         let stated = words(&lower);
         let title = self.titles.get(source).map_or("", String::as_str);
         let titled = words(title);
-        self.proper
-            .iter()
-            .all(|n| stated.contains(&n.as_str()) || titled.contains(&n.as_str()))
+        self.proper.iter().all(|n| {
+            stated.iter().any(|w| same_name(w, n)) || titled.iter().any(|w| same_name(w, n))
+        })
     }
 
     /// Why `text` does not answer the question, or `None` when it does: it states every
@@ -1069,6 +1069,13 @@ impl Question {
         }
         out
     }
+}
+
+/// Whether two lower-case words write the same name, one perhaps as a plural (`sundays`,
+/// `sunday`): a name is matched whole, never by a shared beginning (`northgate` is not
+/// `northfield`).
+fn same_name(a: &str, b: &str) -> bool {
+    a == b || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
 }
 
 /// Whether `question` (lower case) asks for a point in time rather than any time: a date, a
@@ -1522,6 +1529,31 @@ mod tests {
             without_locators("Can I bring a dog and/or a cat? See https://x.invalid/a."),
             "Can I bring a dog and/or a cat? See  ."
         );
+    }
+
+    /// A name written as a plural (`Sundays`) is the name a line writes in the singular:
+    /// the line that states it answers, a sibling day's line does not, and the question is
+    /// not one the sources never mention.
+    #[test]
+    fn a_name_in_the_plural_is_the_name_in_the_singular() {
+        let mut store = store();
+        store
+            .insert(SourceDocument::new(
+                "HRS",
+                "v1",
+                true,
+                "Opening hours\nKilnfield Library is open on Sunday from 12:00 to 16:00.\nKilnfield Library is open on Saturday from 09:00 to 16:00.",
+            ))
+            .unwrap();
+        let q = Question::new("What time does Kilnfield library open on Sundays?", &store);
+        assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+        let sunday = "Kilnfield Library is open on Sunday from 12:00 to 16:00.";
+        let saturday = "Kilnfield Library is open on Saturday from 09:00 to 16:00.";
+        assert!(q.names_stated(sunday, "HRS"));
+        assert!(!q.names_stated(saturday, "HRS"));
+        // A shared beginning is not the same name.
+        assert!(!same_name("northgate", "northfield"));
+        assert!(same_name("sundays", "sunday"));
     }
 
     #[test]
