@@ -35,6 +35,14 @@ pub enum ToolChoiceRequest {
     Named(String),
 }
 
+impl ToolChoiceRequest {
+    /// Whether the choice forces a call (`required`, or one tool by name).
+    #[must_use]
+    pub fn forces_call(&self) -> bool {
+        matches!(self, Self::Required | Self::Named(_))
+    }
+}
+
 /// What the output must be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OutputConstraint {

@@ -590,6 +590,18 @@ fn tool_choice(
     }
 }
 
+/// Reads a chat request's `tool_choice` value on its own, as [`chat_request`] reads it in a
+/// request (`allowed_tools` in `required` mode is [`ToolChoiceRequest::Required`]).
+///
+/// # Errors
+///
+/// [`InvalidRequest`] naming the field at fault.
+pub fn read_tool_choice(value: &Value) -> Result<ToolChoiceRequest> {
+    let mut body = Map::new();
+    body.insert("tool_choice".into(), value.clone());
+    tool_choice(&body, &mut Vec::new()).map(|(choice, _)| choice)
+}
+
 fn plain_tool_choice(value: Option<&Value>) -> Result<ToolChoiceRequest> {
     match value {
         None => Ok(ToolChoiceRequest::Auto),

@@ -553,7 +553,12 @@ pub(super) async fn run<B: Backend>(
                     // the turn has had its call once a result is in: forcing it again
                     // would make every round call until the rounds run out, and the answer
                     // the caller wants never comes. The rounds after it are `auto`.
-                    Some(choice) if forces_call(choice) && turn_called => map.remove("tool_choice"),
+                    Some(choice)
+                        if turn_called
+                            && wire::read_tool_choice(choice).is_ok_and(|c| c.forces_call()) =>
+                    {
+                        map.remove("tool_choice")
+                    }
                     Some(choice) => map.insert("tool_choice".into(), choice.clone()),
                     None => map.remove("tool_choice"),
                 };
@@ -802,24 +807,6 @@ fn choose_server_tool(
         map.insert("tool_choice".into(), rewritten);
     }
     Ok(())
-}
-
-/// Whether a `tool_choice` (chat form) forces a call: `required`, one tool by name, or
-/// `allowed_tools` in `required` mode.
-fn forces_call(choice: &Value) -> bool {
-    if choice == "required" {
-        return true;
-    }
-    match choice.get("type").and_then(Value::as_str) {
-        Some("allowed_tools") => {
-            choice
-                .pointer("/allowed_tools/mode")
-                .or_else(|| choice.get("mode"))
-                == Some(&json!("required"))
-        }
-        Some(_) => true,
-        None => false,
-    }
 }
 
 /// Whether a tool result follows the last user turn.
