@@ -70,6 +70,26 @@ impl SourceDocument {
         &self.lines
     }
 
+    /// The line that opens the section line `line` (1-based) belongs to: the nearest
+    /// heading or lead-in before it ([`crate::lexicon::opens_section`]), if any. The
+    /// sentences under `Collecting and returning` are about collecting, though none says so.
+    #[must_use]
+    pub fn section(&self, line: usize) -> Option<&str> {
+        self.sections().nth(line.checked_sub(1)?)?.1
+    }
+
+    /// Each line with the line that opens its section ([`SourceDocument::section`]).
+    pub fn sections(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        let mut open: Option<&str> = None;
+        self.lines.iter().map(move |line| {
+            let here = (line.as_str(), open);
+            if crate::lexicon::opens_section(line) {
+                open = Some(line.as_str());
+            }
+            here
+        })
+    }
+
     /// Lines `start..=end` (1-based) joined with `\n`, if the range lies inside the document.
     #[must_use]
     pub fn excerpt(&self, start: usize, end: usize) -> Option<String> {
@@ -522,6 +542,22 @@ fn normalize_number(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_belongs_to_the_section_its_nearest_heading_or_lead_in_opens() {
+        let d = SourceDocument::new(
+            "H",
+            "v1",
+            true,
+            "Handbook\nLoan periods\nBooks are lent for 21 days.\nBooking the lathe:\n- Book up to 10 days ahead.",
+        );
+        assert_eq!(d.section(1), None);
+        assert_eq!(d.section(2), Some("Handbook"));
+        assert_eq!(d.section(3), Some("Loan periods"));
+        assert_eq!(d.section(5), Some("Booking the lathe:"));
+        assert_eq!(d.section(9), None);
+        assert_eq!(d.sections().count(), 5);
+    }
 
     #[test]
     fn mentions_carry_declared_units_only() {

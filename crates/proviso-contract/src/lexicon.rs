@@ -366,10 +366,11 @@ pub fn amounts(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// [`amounts`], each with the stem of the word right after it when that word is its unit
-/// (`635 participants`, `26 weeks`; none for `212 in` or `61;`).
+/// [`amounts`], each with what it counts: the stems of the words right after it, up to the
+/// first function word or punctuation (`635 participants`, `26 weeks`, `5 active loan
+/// requests`; nothing for `212 in` or `61;`). A unit glued on (`40-week`) is the only one.
 #[must_use]
-pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
+pub fn amounts_with_units(text: &str) -> Vec<(String, Vec<String>)> {
     const VERSION_WORDS: [&str; 5] = ["version", "v", "ver", "rev", "revision"];
     let raw: Vec<&str> = text.split_whitespace().collect();
     let clean: Vec<&str> = tokens(text).collect();
@@ -384,7 +385,7 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
                     b.eq_ignore_ascii_case("at") || b.ends_with([',', ';', ':', '.'])
                 });
             if !idiom {
-                out.push((lower, None));
+                out.push((lower, Vec::new()));
             }
             continue;
         }
@@ -403,6 +404,22 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
         } else {
             ""
         };
+        // The noun phrase it opens: `next` and the words after it, while nothing separates
+        // them and none is a function word or a number.
+        let mut phrase: Vec<String> = Vec::new();
+        let mut j = i + 1;
+        while j < clean.len() && phrase.len() < MAX_UNIT_WORDS {
+            let word = clean[j];
+            if word.is_empty()
+                || !word.chars().all(char::is_alphabetic)
+                || is_function_word(word)
+                || !raw[j - 1].chars().last().is_some_and(char::is_alphanumeric)
+            {
+                break;
+            }
+            phrase.push(stem(word));
+            j += 1;
+        }
         let label = !head.is_empty()
             && !is_function_word(head)
             && token.chars().all(|c| c.is_ascii_digit())
@@ -414,12 +431,10 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Option<String>)> {
                 .split_once('-')
                 .map(|(_, u)| u)
                 .filter(|u| !u.is_empty() && u.chars().all(char::is_alphabetic));
-            let unit = glued.map(stem).or_else(|| {
-                (next.chars().all(char::is_alphabetic)
-                    && !next.is_empty()
-                    && !is_function_word(next))
-                .then(|| stem(next))
-            });
+            let unit = match glued {
+                Some(u) => vec![stem(u)],
+                None => phrase,
+            };
             out.push((number, unit));
         }
     }
@@ -553,6 +568,9 @@ pub fn times(text: &str) -> Vec<String> {
     out
 }
 
+/// Most words of the noun phrase an amount counts (`5 active interlibrary loan requests`).
+const MAX_UNIT_WORDS: usize = 4;
+
 /// The signs written before a sum of money (`£4.00`).
 const CURRENCY_SIGNS: [char; 4] = ['$', '€', '£', '¥'];
 
@@ -642,6 +660,56 @@ pub fn states_extent(text: &str) -> bool {
         })
 }
 
+/// Whether `text` states a size: an amount with a unit of length, area, volume or weight
+/// (`20 cm`, `1.5 kg`, `25 x 21 x 20 cm`): what "the largest" and "how big" ask for, and
+/// what a length of time (`14 days`) is not.
+#[must_use]
+pub fn states_size(text: &str) -> bool {
+    const UNITS: [&str; 27] = [
+        "mm",
+        "cm",
+        "m",
+        "km",
+        "millimetre",
+        "millimetres",
+        "centimetre",
+        "centimetres",
+        "metre",
+        "metres",
+        "meter",
+        "meters",
+        "inch",
+        "inches",
+        "foot",
+        "feet",
+        "ft",
+        "g",
+        "kg",
+        "grams",
+        "kilograms",
+        "lb",
+        "lbs",
+        "litre",
+        "litres",
+        "liters",
+        "ml",
+    ];
+    let lower = text.to_lowercase();
+    let tokens = words(&lower);
+    let number = |t: &str| t.chars().next().is_some_and(|c| c.is_ascii_digit());
+    tokens.iter().enumerate().any(|(i, t)| {
+        let digits = t.chars().take_while(char::is_ascii_digit).count();
+        let glued = digits > 0 && UNITS.contains(&&t[digits..]);
+        // `20 cm`, `25 x 21 x 20 cm`: numbers joined by `x` or `by`, then the unit.
+        let spaced = number(t)
+            && tokens[i + 1..]
+                .iter()
+                .take_while(|u| number(u) || ["x", "by"].contains(*u) || UNITS.contains(*u))
+                .any(|u| UNITS.contains(u));
+        glued || spaced
+    })
+}
+
 /// Whether a line reads as a heading rather than a statement: a few words, no digit, no
 /// `key: value`, and no closing punctuation (`Loan periods`, `How long it takes`).
 #[must_use]
@@ -656,6 +724,18 @@ pub fn is_heading(line: &str) -> bool {
         && !line.contains(':')
         && !line.chars().any(|c| c.is_ascii_digit())
         && words(line).len() <= 10
+}
+
+/// Whether a line opens a section that the lines after it belong to: a heading
+/// ([`is_heading`]) or a short lead-in ending with a colon (`Booking the 3D printers:`),
+/// which the list items under it continue.
+#[must_use]
+pub fn opens_section(line: &str) -> bool {
+    let line = line.trim();
+    is_heading(line)
+        || (line.ends_with(':')
+            && words(line).len() <= 12
+            && !line[..line.len() - 1].contains(['.', ';', '?', '!', ':']))
 }
 
 /// Whether a text states a time (see [`times`]).
@@ -700,14 +780,33 @@ mod tests {
         assert!(amounts("a Phase 3 study, assessed at week 16, Arm 2").is_empty());
         assert_eq!(amounts("every 4 weeks; enrolled: 41"), ["4", "41"]);
         assert_eq!(
-            amounts_with_units("a 4-week period, 26 weeks, 61; 212 in"),
+            amounts_with_units(
+                "a 4-week period, 26 weeks, 61; 212 in, 5 active loan requests at once"
+            ),
             [
-                ("4".to_owned(), Some("week".to_owned())),
-                ("26".to_owned(), Some("week".to_owned())),
-                ("61".to_owned(), None),
-                ("212".to_owned(), None)
+                ("4".to_owned(), vec!["week".to_owned()]),
+                ("26".to_owned(), vec!["week".to_owned()]),
+                ("61".to_owned(), vec![]),
+                ("212".to_owned(), vec![]),
+                (
+                    "5".to_owned(),
+                    vec![stem("active"), stem("loan"), stem("requests")]
+                ),
             ]
         );
+    }
+
+    #[test]
+    fn sizes_and_sections_are_told_apart() {
+        assert!(states_size("Objects up to 25 x 21 x 20 cm can be printed."));
+        assert!(states_size("Bags must weigh under 7kg."));
+        assert!(states_size("The board is 2.4 metres long."));
+        assert!(!states_size("Book up to 14 days in advance."));
+        assert!(!states_size("Open 3 in the afternoon, room 2.04."));
+        assert!(opens_section("Loan periods"));
+        assert!(opens_section("Booking the 3D printers:"));
+        assert!(!opens_section("Fees: £2.00 per day. Cash only:"));
+        assert!(!opens_section("Adult books are lent for 21 days."));
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
-    is_function_word, is_heading, money_amounts, states_extent, states_money, stem, times,
-    without_locators, words,
+    is_function_word, is_heading, money_amounts, states_extent, states_money, states_size, stem,
+    times, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -264,6 +264,9 @@ enum Measure {
     Money,
     /// A length of time or space (`how long`, `how far`).
     Extent,
+    /// A size: a length, area, volume or weight (`the largest`, `how big`), which a length
+    /// of time is not.
+    Size,
 }
 
 impl Measure {
@@ -292,6 +295,22 @@ impl Measure {
         // `How much is a new card?`: "how much" with a verb right after asks a price.
         const PRICED: [&str; 8] = ["is", "are", "does", "do", "will", "would", "did", "was"];
         const EXTENT: [&str; 3] = ["period", "duration", "length"];
+        const SIZE: [&str; 9] = [
+            "largest",
+            "biggest",
+            "smallest",
+            "tallest",
+            "widest",
+            "heaviest",
+            "dimension",
+            "weight",
+            "weigh",
+        ];
+        const SIZE_ASKED: [&str; 6] = ["big", "large", "heavy", "tall", "wide", "thick"];
+        // "The largest number of people", "how big a group": a count, not a size.
+        const COUNTED: [&str; 7] = [
+            "number", "amount", "people", "group", "many", "much", "party",
+        ];
         let tokens = words(question);
         let how_much_is = tokens
             .windows(3)
@@ -302,6 +321,15 @@ impl Measure {
                 .any(|w| MONEY.contains(&w.trim_end_matches('s')))
         {
             Some(Self::Money)
+        } else if !tokens.iter().any(|w| COUNTED.contains(w))
+            && (tokens
+                .iter()
+                .any(|w| SIZE.contains(&w.trim_end_matches('s')))
+                || tokens
+                    .windows(2)
+                    .any(|w| w[0] == "how" && SIZE_ASKED.contains(&w[1])))
+        {
+            Some(Self::Size)
         } else if (question.contains("how long") && !question.contains("how long ago"))
             || question.contains("how far")
             || tokens
@@ -318,6 +346,7 @@ impl Measure {
         match self {
             Self::Money => states_money(text),
             Self::Extent => states_extent(text),
+            Self::Size => states_size(text),
         }
     }
 }
@@ -383,8 +412,9 @@ pub struct Question {
     /// The amounts and times the question itself states, which an answer must go beyond.
     asked_amounts: Vec<String>,
     asked_times: Vec<String>,
-    /// What "how many" counts (`participants`), when the question says.
-    counted: Option<String>,
+    /// What "how many" counts, as the stems of the noun phrase after it (`interlibrary
+    /// loan requests`); empty when the question does not say, or counts `things`.
+    counted: Vec<String>,
     /// Whether the question asks for a point in time ("since when", "what date"), which a
     /// length of time does not answer.
     point: bool,
@@ -408,6 +438,13 @@ pub struct Question {
     /// Whether the question asks for a title or a name (`What is the study called?`), which
     /// a heading states.
     asks_title: bool,
+    /// Every document's first line (each version's), lower case: a title, never an answer.
+    #[serde(skip)]
+    title_lines: BTreeSet<String>,
+    /// Per source and line text, the line that opens its section, lower case
+    /// ([`SourceDocument::section`](crate::SourceDocument::section)).
+    #[serde(skip)]
+    sections: BTreeMap<(String, String), String>,
     /// Per source (all its versions): its stems and its lower-cased text, for
     /// [`Question::on_subject`]; read once, kept only when the question has a subject.
     #[serde(skip)]
@@ -470,7 +507,16 @@ impl Question {
         // Every line, lower case, and each source's title (its first line), lower case.
         let mut all_lines: Vec<String> = Vec::new();
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
+        let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
+        let mut title_lines: BTreeSet<String> = BTreeSet::new();
         for d in store.documents() {
+            for (line, section) in d.sections() {
+                if let Some(section) = section {
+                    sections
+                        .entry((d.source_id().to_owned(), line.to_owned()))
+                        .or_insert_with(|| section.to_lowercase());
+                }
+            }
             let entry = sources.entry(d.source_id()).or_default();
             for line in d.lines() {
                 let lower = line.to_lowercase();
@@ -482,6 +528,7 @@ impl Question {
             if let Some(title) = d.lines().iter().find(|l| !l.trim().is_empty()) {
                 entry.1.extend(content_stems(title));
                 titles.insert(d.source_id().to_owned(), title.to_lowercase());
+                title_lines.insert(title.trim().to_lowercase());
             }
             if !d.in_force() {
                 superseded.push(d.version());
@@ -583,6 +630,26 @@ impl Question {
                         t == v || t.ends_with(&format!("-{v}"))
                     })
             });
+        // "The earlier fees schedule", "the old rules": the words that ask for an earlier
+        // version and the words they qualify name the version asked about, not what is
+        // asked of it.
+        let version_words: BTreeSet<String> = if earlier {
+            (0..tokens.len())
+                .filter(|&i| EARLIER.contains(&tokens[i]) && !age(i))
+                .flat_map(|i| {
+                    std::iter::once(tokens[i]).chain(
+                        tokens[i + 1..]
+                            .iter()
+                            .copied()
+                            .take_while(|w| !is_function_word(w))
+                            .take(3),
+                    )
+                })
+                .map(stem)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         // What the question asks beyond its subject (`sites` in "How many sites does
         // CALM-PREVENT have?"). Not part of it: the subject (its ids when it names one, else
         // its rare names), the word after `which` or `what` (the kind of thing asked for:
@@ -631,6 +698,7 @@ impl Question {
                     && !ids.iter().any(|id| content_stems(id).contains(t))
                     && !answer_type.contains(t)
                     && !id_types.contains(t)
+                    && !version_words.contains(*t)
             })
             .cloned()
             .collect();
@@ -642,10 +710,11 @@ impl Question {
             .cloned()
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
-        let counted = lower
-            .split("how many ")
-            .nth(1)
-            .and_then(|rest| words(rest).first().map(|w| stem(w)));
+        let counted = counted_phrase(&lower);
+        // "How many days overdue … in the fees": what is counted is the measure; a sum of
+        // money only when money is what is counted.
+        let measure = Measure::asked(&lower)
+            .filter(|m| counted.is_empty() || Measure::asked(&counted.join(" ")) == Some(*m));
         // Proper names: capitalized words after the first (`Northgate`, `DSMB`), not a
         // label's letter, kept when at most one line in ten states them; a name no line
         // states at all means the sources cannot answer.
@@ -693,10 +762,12 @@ impl Question {
             point: asks_point_in_time(&lower),
             predicate: asked_verb(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
-            measure: Measure::asked(&lower),
+            measure,
             proper,
             unstated,
             titles,
+            sections,
+            title_lines,
             earlier,
             asks_title: words(&lower)
                 .iter()
@@ -768,20 +839,26 @@ impl Question {
     }
 
     /// Whether a line may be cited for this question: it states something (it is not a
-    /// question, and not a heading unless the question asks for a title or a name).
+    /// question, and not a heading or a document's title unless the question asks for a
+    /// title or a name).
     #[must_use]
     pub fn citable(&self, line: &str) -> bool {
         let line = line.trim();
         if line.ends_with('?') || line.ends_with(':') {
             return false;
         }
-        self.asks_title || !is_heading(line)
+        // A document's title names it and states nothing, however it is written.
+        let title = || {
+            let lower = line.to_lowercase();
+            self.title_lines.contains(&lower)
+        };
+        self.asks_title || !(is_heading(line) || title())
     }
 
     /// Whether a line of `source` may answer for the proper names the question writes:
-    /// the question names nothing the sources never state, and the line (or its source's
-    /// title) states every rare name it writes (`Northgate` in "the address of Northgate
-    /// Library" rules out Riverside's address).
+    /// the question names nothing the sources never state, and the line (or its section's
+    /// heading, or its source's title) states every rare name it writes (`Northgate` in
+    /// "the address of Northgate Library" rules out Riverside's address).
     #[must_use]
     pub fn names_stated(&self, line: &str, source: &str) -> bool {
         if !self.unstated.is_empty() {
@@ -791,9 +868,21 @@ impl Question {
         let stated = words(&lower);
         let title = self.titles.get(source).map_or("", String::as_str);
         let titled = words(title);
+        let section = words(self.section(source, line).unwrap_or(""));
         self.proper.iter().all(|n| {
-            stated.iter().any(|w| same_name(w, n)) || titled.iter().any(|w| same_name(w, n))
+            [&stated, &titled, &section]
+                .iter()
+                .any(|ws| ws.iter().any(|w| same_name(w, n)))
         })
+    }
+
+    /// The line that opens the section `line` of `source` belongs to (a heading or a
+    /// lead-in), lower case, if it has one.
+    #[must_use]
+    pub fn section(&self, source: &str, line: &str) -> Option<&str> {
+        self.sections
+            .get(&(source.to_owned(), line.to_owned()))
+            .map(String::as_str)
     }
 
     /// Why `text` does not answer the question, or `None` when it does: it states every
@@ -844,12 +933,14 @@ impl Question {
                 // A sum of money counts nothing ("how many requests": `£4.00 per request`
                 // is a price), unless money is what is counted.
                 let priced = money_amounts(text);
-                let fits = |amount: &String, unit: &Option<String>| match (unit, &self.counted) {
-                    (Some(u), Some(c)) => u == c,
-                    (None, Some(_)) => {
+                let fits = |amount: &String, unit: &Vec<String>| {
+                    if self.counted.is_empty() {
+                        true
+                    } else if unit.is_empty() {
                         !priced.contains(amount) || self.measure == Some(Measure::Money)
+                    } else {
+                        unit.iter().any(|u| self.counted.contains(u))
                     }
-                    _ => true,
                 };
                 if !amounts_with_units(text)
                     .iter()
@@ -863,6 +954,9 @@ impl Question {
                             "the question asks for a sum of money, and it states none".into(),
                         );
                     }
+                    Some(Measure::Size) if !Measure::Size.stated(text) => {
+                        return Some("the question asks for a size, and it states none".into());
+                    }
                     Some(Measure::Extent) if !Measure::Extent.stated(text) => {
                         return Some(
                             "the question asks how long or how far, and it states no length of time or space"
@@ -871,6 +965,12 @@ impl Question {
                     }
                     _ => {}
                 }
+            }
+            // "What is the largest object": a thing asked for by its size.
+            AnswerKind::Thing
+                if self.measure == Some(Measure::Size) && !Measure::Size.stated(text) =>
+            {
+                return Some("the question asks for a size, and it states none".into());
             }
             AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
                 return Some("the question asks for a time, and it states none".into());
@@ -1076,6 +1176,26 @@ impl Question {
 /// `northfield`).
 fn same_name(a: &str, b: &str) -> bool {
     a == b || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
+}
+
+/// What "how many" counts in `question` (lower case): the stems of the noun phrase after
+/// it, up to the first function word (`interlibrary loan requests` in "how many
+/// interlibrary loan requests can I have"). A word that names no kind of thing (`things`)
+/// counts anything, so it constrains nothing.
+fn counted_phrase(question: &str) -> Vec<String> {
+    const ANYTHING: [&str; 4] = ["thing", "things", "ones", "stuff"];
+    let Some(rest) = question.split("how many ").nth(1) else {
+        return Vec::new();
+    };
+    let phrase: Vec<&str> = words(rest)
+        .into_iter()
+        .take_while(|w| !is_function_word(w) && w.chars().all(char::is_alphabetic))
+        .take(4)
+        .collect();
+    if phrase.iter().any(|w| ANYTHING.contains(w)) {
+        return Vec::new();
+    }
+    phrase.iter().map(|w| stem(w)).collect()
 }
 
 /// Whether `question` (lower case) asks for a point in time rather than any time: a date, a
@@ -1584,6 +1704,110 @@ mod tests {
         // A question about a price wants a sum of money, not any amount.
         let q = Question::new("How much does a colour print cost?", &store);
         assert!(q.misses("Colour printing needs 2 days.").is_some());
+    }
+
+    /// "How many" counts the noun phrase after it, met by the phrase after an amount;
+    /// "the largest" asks for a size, which a length of time is not; "how many days … in
+    /// the fees" counts days, not money.
+    #[test]
+    fn what_is_counted_and_measured_is_read_from_the_phrase() {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "HIRE",
+                "v1",
+                true,
+                "Tool hire rules (fictional)\nA member can have up to 3 open tool hire bookings at a time.\nA tool hire booking costs £2.00 per booking.\nBook a lathe up to 10 days in advance.\nThe lathe turns pieces up to 30 x 12 cm.\nA tool 21 days late is treated as lost, and the member pays its fee.",
+            ))
+            .unwrap();
+        let q = Question::new(
+            "How many tool hire bookings can I have open at once?",
+            &store,
+        );
+        assert_eq!(q.counted, [stem("tool"), stem("hire"), stem("bookings")]);
+        assert_eq!(
+            q.misses("A member can have up to 3 open tool hire bookings at a time."),
+            None
+        );
+        assert!(q
+            .misses("A tool hire booking costs £2.00 per booking.")
+            .is_some());
+        // `things` names no kind of thing: any amount counts.
+        let q = Question::new("How many things can I hire at once?", &store);
+        assert!(q.counted.is_empty());
+        let q = Question::new("What is the largest piece I can make on the lathe?", &store);
+        assert_eq!(q.measure, Some(Measure::Size));
+        assert!(q.misses("Book a lathe up to 10 days in advance.").is_some());
+        assert_eq!(q.misses("The lathe turns pieces up to 30 x 12 cm."), None);
+        // A count of people is not a size.
+        let q = Question::new("What is the largest number of people in a group?", &store);
+        assert_ne!(q.measure, Some(Measure::Size));
+        let q = Question::new(
+            "In the hire fees, after how many days late is a tool treated as lost?",
+            &store,
+        );
+        assert_eq!(q.measure, None);
+        assert_eq!(
+            q.misses("A tool 21 days late is treated as lost, and the member pays its fee."),
+            None
+        );
+    }
+
+    /// A document's title is not an answer; the words naming an earlier version ("the\n    /// earlier fees schedule") are not what a question asks of it.
+    #[test]
+    fn titles_and_the_version_asked_about_are_not_answers() {
+        let mut store = SourceStore::new();
+        for (version, in_force, text) in [
+            ("v1", false, "Club fees schedule, version 1 (fictional).\nReserving a court costs £1.50 per hour."),
+            ("v2", true, "Club fees schedule, version 2 (fictional).\nReserving a court is free."),
+        ] {
+            store
+                .insert(SourceDocument::new("FEES", version, in_force, text))
+                .unwrap();
+        }
+        let q = Question::new(
+            "Did the earlier fees schedule charge for reserving a court?",
+            &store,
+        );
+        assert!(q.asks_earlier_version());
+        assert!(!q.citable("Club fees schedule, version 1 (fictional)."));
+        assert!(q.citable("Reserving a court costs £1.50 per hour."));
+        assert!(!q
+            .beyond
+            .iter()
+            .any(|t| t == &stem("schedule") || t == &stem("earlier")));
+        assert_eq!(q.misses("Reserving a court costs £1.50 per hour."), None);
+        let titled = Question::new("What is the fees document called?", &store);
+        assert!(titled.citable("Club fees schedule, version 1 (fictional)."));
+    }
+
+    /// A line's section (its heading or lead-in) states names for it: `Kilnfield` under
+    /// `Kilnfield Library rooms:` is stated by every item of that list.
+    #[test]
+    fn a_section_states_names_for_its_lines() {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "ROOMS",
+                "v1",
+                true,
+                "Meeting rooms (fictional)\nKilnfield Library rooms:\n- The Hub Room seats 30 people.\nNorthgate Library rooms:\n- The Garden Room seats 12 people.",
+            ))
+            .unwrap();
+        // Enough other lines that `Kilnfield` is a rare name.
+        let rules: Vec<String> = (1..=20)
+            .map(|n| format!("Rule {n} applies to members."))
+            .collect();
+        store
+            .insert(SourceDocument::new("RULES", "v1", true, &rules.join("\n")))
+            .unwrap();
+        let q = Question::new("How many people does the room at Kilnfield seat?", &store);
+        assert_eq!(
+            q.section("ROOMS", "- The Hub Room seats 30 people."),
+            Some("kilnfield library rooms:")
+        );
+        assert!(q.names_stated("- The Hub Room seats 30 people.", "ROOMS"));
+        assert!(!q.names_stated("- The Garden Room seats 12 people.", "ROOMS"));
     }
 
     #[test]

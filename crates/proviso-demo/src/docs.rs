@@ -4,9 +4,11 @@
 //! gate as the bundled travel agent.
 //!
 //! An optional `manifest.json` in the directory gives versions:
-//! `{"sources": [{"source_id", "version", "file", "in_force", "effective"?, "until"?}]}`.
-//! A file without an entry is its own source (its path without the extension), version
-//! `v1`, in force.
+//! `{"sources": [{"source_id", "version", "file", "in_force", "effective"?, "until"?}],
+//! "exclude"?: [pattern]}`. A file without an entry is its own source (its path without the
+//! extension), version `v1`, in force. A file whose path (relative to the directory)
+//! matches an `exclude` glob pattern (`README.md`, `drafts/*`) is not read: a file that
+//! describes the others is not a document to cite.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -133,10 +135,15 @@ impl DocsBase {
         if manifest_path.exists() {
             let text =
                 std::fs::read_to_string(&manifest_path).map_err(|e| read_err(&manifest_path, e))?;
-            for info in read_manifest(&text).map_err(|message| DocsError::Manifest {
+            let manifest = read_manifest(&text).map_err(|message| DocsError::Manifest {
                 path: manifest_path.clone(),
                 message,
-            })? {
+            })?;
+            files.retain(|path| {
+                let file = relative(path);
+                !manifest.exclude.iter().any(|p| p.matches(&file))
+            });
+            for info in manifest.sources {
                 if !dir.join(&info.file).is_file() {
                     return Err(DocsError::Manifest {
                         path: manifest_path.clone(),
@@ -197,17 +204,27 @@ impl DocsBase {
         // A line is found by its section's heading too: the sentences under `Loan periods`
         // answer a question about loan periods that none of them words that way.
         let mut texts: Vec<String> = Vec::with_capacity(lines.len());
-        let mut heading: Option<(usize, &str)> = None;
-        for line in &lines {
-            if proviso_contract::lexicon::is_heading(&line.text) {
-                heading = Some((line.source, &line.text));
-                texts.push(line.text.clone());
-            } else {
-                match heading {
-                    Some((source, h)) if source == line.source => {
-                        texts.push(format!("{h} {}", line.text));
-                    }
-                    _ => texts.push(line.text.clone()),
+        for (info, source_lines) in sources
+            .iter()
+            .zip(lines.chunk_by(|a, b| a.source == b.source))
+        {
+            let document = store
+                .versions(&info.source_id)
+                .iter()
+                .find(|d| d.version() == info.version);
+            let sections: Vec<Option<&str>> = document
+                .map(|d| d.sections().map(|(_, s)| s).collect())
+                .unwrap_or_default();
+            for line in source_lines {
+                // A heading is found by its own words, not the section before it.
+                let section = sections
+                    .get(line.number - 1)
+                    .copied()
+                    .flatten()
+                    .filter(|_| !proviso_contract::lexicon::opens_section(&line.text));
+                match section {
+                    Some(section) => texts.push(format!("{section} {}", line.text)),
+                    None => texts.push(line.text.clone()),
                 }
             }
         }
@@ -380,14 +397,35 @@ fn unique<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     out
 }
 
+/// What `manifest.json` declares.
+struct Manifest {
+    sources: Vec<SourceInfo>,
+    /// Paths not to read.
+    exclude: Vec<glob::Pattern>,
+}
+
 /// Reads `manifest.json`.
-fn read_manifest(text: &str) -> Result<Vec<SourceInfo>, String> {
+fn read_manifest(text: &str) -> Result<Manifest, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let entries = value
         .get("sources")
         .and_then(Value::as_array)
         .ok_or("`sources` must be an array")?;
-    entries
+    let exclude = match value.get("exclude") {
+        None => Vec::new(),
+        Some(Value::Array(patterns)) => patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let p = p
+                    .as_str()
+                    .ok_or_else(|| format!("/exclude/{i} must be a string"))?;
+                glob::Pattern::new(p).map_err(|e| format!("/exclude/{i} `{p}`: {e}"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`exclude` must be an array of glob patterns".into()),
+    };
+    let sources = entries
         .iter()
         .enumerate()
         .map(|(i, entry)| {
@@ -411,7 +449,8 @@ fn read_manifest(text: &str) -> Result<Vec<SourceInfo>, String> {
                 file: text("file")?,
             })
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    Ok(Manifest { sources, exclude })
 }
 
 /// The longest record written as one citable line; a longer one is cited field by field.
@@ -629,6 +668,30 @@ mod tests {
         );
     }
 
+    /// A line is found by its section's heading or lead-in too, and a heading by its own
+    /// words only.
+    #[test]
+    fn lines_are_found_by_their_section() {
+        let dir = std::env::temp_dir().join(format!("proviso-sections-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("rules.txt"),
+            "Workshop rules (fictional)\nBooking the lathe:\n- A slot is up to 2 hours.\nCleaning up:\n- Sweep the floor after use.\n",
+        )
+        .unwrap();
+        let base = DocsBase::load(&dir).unwrap();
+        let hits = base.search("how long is a lathe booking", 5);
+        let texts: Vec<&str> = hits["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["text"].as_str().unwrap())
+            .collect();
+        assert!(texts.contains(&"A slot is up to 2 hours."), "{texts:?}");
+        assert!(!texts.contains(&"Sweep the floor after use."), "{texts:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_directory_with_a_manifest_becomes_versioned_citable_lines() {
         let dir = std::env::temp_dir().join(format!("proviso-docs-{}", std::process::id()));
@@ -673,6 +736,22 @@ mod tests {
         assert!(!contract
             .check_text(misquoted.to_string().as_bytes())
             .accepted());
+        // An excluded file is not read; a pattern that is not a glob is refused by name.
+        std::fs::write(
+            dir.join("manifest.json"),
+            r#"{"sources": [], "exclude": ["sub/*", "policy-v1.txt"]}"#,
+        )
+        .unwrap();
+        let base = DocsBase::load(&dir).unwrap();
+        assert_eq!(base.len(), 1);
+        assert!(base.read("sub/notes", None).is_err());
+        std::fs::write(
+            dir.join("manifest.json"),
+            r#"{"sources": [], "exclude": ["[a"]}"#,
+        )
+        .unwrap();
+        let error = DocsBase::load(&dir).unwrap_err().to_string();
+        assert!(error.contains("/exclude/0"), "{error}");
         // A manifest naming a missing file is refused by name.
         std::fs::write(dir.join("manifest.json"), r#"{"sources": [{"source_id": "x", "version": "v1", "file": "gone.txt", "in_force": true}]}"#).unwrap();
         let error = DocsBase::load(&dir).unwrap_err().to_string();

@@ -952,9 +952,15 @@ impl Agent {
             // many lookups.
             let store = contract.and_then(|c| c.source_store());
             if let (Some(asked), Some(store)) = (asked, store) {
-                let read = steer::next_read(registry, &steering.read_tools, executed, store, |s| {
-                    asked.on_subject(s)
-                });
+                let read = steer::next_read(
+                    registry,
+                    self.toolbox.registry(),
+                    &steering.read_tools,
+                    executed,
+                    store,
+                    |s| asked.on_subject(s),
+                    asked.asks_earlier_version(),
+                );
                 if let Some((name, arguments)) = read {
                     if let Some(tool) = registry.get(&name) {
                         let spec = tool.spec().clone().with_parameters(

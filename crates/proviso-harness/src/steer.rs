@@ -268,13 +268,46 @@ pub(crate) fn narrow(
 /// The first call of one of `tools` (in order) that has not run and whose arguments name a
 /// source of `store` that `about` accepts: the read that may answer what the lines seen
 /// did not. Its tool's arguments are taken from `registry` (already held to the ids the
-/// conversation named, in the order they were named).
+/// conversation named, in the order they were named). With `earlier` (the question asks
+/// about an earlier version), a read of a version no longer in force comes first, taken
+/// from `whole` (the tools' own arguments) when no result named one: the version in force
+/// cannot say what an earlier one did.
 pub(crate) fn next_read(
     registry: &Registry,
+    whole: &Registry,
     tools: &[String],
     executed: &[ExecutedCall],
     store: &SourceStore,
     about: impl Fn(&str) -> bool,
+    earlier: bool,
+) -> Option<(String, Map<String, Value>)> {
+    let superseded = |arguments: &Map<String, Value>| {
+        read_versions(arguments, store)
+            .iter()
+            .any(|(source, version)| {
+                store
+                    .versions(source)
+                    .iter()
+                    .any(|d| d.version() == version && !d.in_force())
+            })
+    };
+    if earlier {
+        let first = next_read_where(registry, tools, executed, store, &about, &superseded)
+            .or_else(|| next_read_where(whole, tools, executed, store, &about, &superseded));
+        if first.is_some() {
+            return first;
+        }
+    }
+    next_read_where(registry, tools, executed, store, &about, &|_| true)
+}
+
+fn next_read_where(
+    registry: &Registry,
+    tools: &[String],
+    executed: &[ExecutedCall],
+    store: &SourceStore,
+    about: &impl Fn(&str) -> bool,
+    wanted_read: &dyn Fn(&Map<String, Value>) -> bool,
 ) -> Option<(String, Map<String, Value>)> {
     for name in tools {
         let Some(tool) = registry.get(name) else {
@@ -301,6 +334,7 @@ pub(crate) fn next_read(
             let version = |v: &&str| store.documents().any(|d| d.version() == *v);
             !ran && values.iter().any(|v| source(v) && about(v))
                 && values.iter().all(|v| source(v) || version(v))
+                && wanted_read(arguments)
         });
         if let Some(arguments) = pick {
             return Some((name.clone(), arguments));
@@ -546,6 +580,12 @@ pub fn rank_citations(
         (1.0 + n / df).ln()
     };
     let earlier = question.asks_earlier_version();
+    // A question about an earlier version is answered by a version no longer in force, when
+    // a source it is about has one: the version in force says what holds now, not then.
+    let only_superseded = earlier
+        && store
+            .documents()
+            .any(|d| !d.in_force() && question.on_subject(d.source_id()));
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let (ids, names) = question.subject();
@@ -565,7 +605,14 @@ pub fn rank_citations(
         {
             continue;
         }
-        let set: BTreeSet<&String> = stems.iter().chain(subject.iter()).collect();
+        // And its section's: the sentences under `Collecting and returning` are about
+        // collecting, though none says so.
+        let section = content_stems(question.section(source, quote).unwrap_or(""));
+        let set: BTreeSet<&String> = stems
+            .iter()
+            .chain(subject.iter())
+            .chain(section.iter())
+            .collect();
         let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
         if shared.len() < least {
             continue;
@@ -575,7 +622,19 @@ pub fn rank_citations(
             continue;
         }
         spans.truncate(SPANS_PER_LINE);
-        let mut score: f64 = shared.iter().map(|t| idf(t)).sum();
+        // A word only the section states counts half: the section is shared by every line
+        // under it, and says less about each than the line's own words.
+        let own: BTreeSet<&String> = stems.iter().chain(subject.iter()).collect();
+        let mut score: f64 = shared
+            .iter()
+            .map(|t| {
+                if own.contains(**t) {
+                    idf(t)
+                } else {
+                    idf(t) / 2.0
+                }
+            })
+            .sum();
         let pairs: BTreeSet<(&String, &String)> =
             stems.windows(2).map(|w| (&w[0], &w[1])).collect();
         for w in terms.windows(2) {
@@ -587,6 +646,9 @@ pub fn rank_citations(
             .versions(source)
             .iter()
             .any(|d| d.version() == version && !d.in_force());
+        if only_superseded && !superseded {
+            continue;
+        }
         scored.push((
             earlier && superseded,
             score,
@@ -1282,6 +1344,78 @@ mod tests {
         );
         assert_eq!(all.exhausted, vec!["read"]);
         assert!(all.registry.is_empty());
+    }
+
+    /// A question about an earlier version is answered from a superseded version only,
+    /// and the read that brings one comes first, even when no result named it.
+    #[test]
+    fn a_question_about_an_earlier_version_reads_and_cites_a_superseded_one() {
+        let mut store = SourceStore::new();
+        for (version, in_force, text) in [
+            ("v1", false, "Club fees schedule, version 1 (fictional).\nReserving a court costs £1.50 per hour."),
+            ("v2", true, "Club fees schedule, version 2 (fictional).\nReserving a court costs £1.00 per hour."),
+        ] {
+            store
+                .insert(proviso_contract::SourceDocument::new("FEES", version, in_force, text))
+                .unwrap();
+        }
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "GUIDE",
+                "v1",
+                true,
+                "Members' guide (fictional)\nReserving a court is done at the desk.",
+            ))
+            .unwrap();
+        let line = |version: &str, n: usize| {
+            let d = store
+                .versions("FEES")
+                .iter()
+                .find(|d| d.version() == version)
+                .unwrap();
+            json!({"quote": d.lines()[n - 1], "source_id": "FEES", "version": version,
+                "line_start": n, "line_end": n})
+        };
+        let earlier = Question::new(
+            "What did reserving a court cost under the old fees?",
+            &store,
+        );
+        assert!(earlier.asks_earlier_version());
+        let ranked = rank_citations(&[line("v2", 2), line("v1", 2)], &earlier, &store, 4);
+        let versions: Vec<&str> = ranked
+            .iter()
+            .map(|c| c.citation["version"].as_str().unwrap())
+            .collect();
+        assert_eq!(versions, ["v1"]);
+        // Only the version in force seen: nothing answers an earlier-version question.
+        assert!(rank_citations(&[line("v2", 2)], &earlier, &store, 4).is_empty());
+        let now = Question::new("What does reserving a court cost?", &store);
+        assert!(!rank_citations(&[line("v2", 2)], &now, &store, 4).is_empty());
+
+        let read = proviso_tools::ToolSpec::new(
+            "read_doc",
+            "Reads a document.",
+            proviso_contract::IntentClass::Read,
+            json!({"type": "object", "properties": {
+                "source_id": {"enum": ["GUIDE", "FEES"]}, "version": {"enum": ["v1", "v2"]}},
+                "required": ["source_id"], "additionalProperties": false}),
+        );
+        let whole = Registry::new(vec![read.clone()]).unwrap();
+        // The results named only GUIDE: the grounded reads hold GUIDE alone.
+        let grounded = Registry::new(vec![read.with_parameters(json!({"type": "object",
+            "properties": {"source_id": {"enum": ["GUIDE"]}},
+            "required": ["source_id"], "additionalProperties": false}))])
+        .unwrap();
+        let tools = vec!["read_doc".to_owned()];
+        let (_, arguments) =
+            next_read(&grounded, &whole, &tools, &[], &store, |_| true, true).unwrap();
+        assert_eq!(
+            Value::Object(arguments),
+            json!({"source_id": "FEES", "version": "v1"})
+        );
+        let (_, arguments) =
+            next_read(&grounded, &whole, &tools, &[], &store, |_| true, false).unwrap();
+        assert_eq!(Value::Object(arguments), json!({"source_id": "GUIDE"}));
     }
 
     #[test]
