@@ -438,9 +438,6 @@ pub struct Question {
     /// Whether the question asks for a title or a name (`What is the study called?`), which
     /// a heading states.
     asks_title: bool,
-    /// Every document's first line (each version's), lower case: a title, never an answer.
-    #[serde(skip)]
-    title_lines: BTreeSet<String>,
     /// Per source and line text, the line that opens its section, lower case
     /// ([`SourceDocument::section`](crate::SourceDocument::section)).
     #[serde(skip)]
@@ -508,7 +505,6 @@ impl Question {
         let mut all_lines: Vec<String> = Vec::new();
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
-        let mut title_lines: BTreeSet<String> = BTreeSet::new();
         for d in store.documents() {
             for (line, section) in d.sections() {
                 if let Some(section) = section {
@@ -528,7 +524,6 @@ impl Question {
             if let Some(title) = d.lines().iter().find(|l| !l.trim().is_empty()) {
                 entry.1.extend(content_stems(title));
                 titles.insert(d.source_id().to_owned(), title.to_lowercase());
-                title_lines.insert(title.trim().to_lowercase());
             }
             if !d.in_force() {
                 superseded.push(d.version());
@@ -767,7 +762,6 @@ impl Question {
             unstated,
             titles,
             sections,
-            title_lines,
             earlier,
             asks_title: words(&lower)
                 .iter()
@@ -839,20 +833,17 @@ impl Question {
     }
 
     /// Whether a line may be cited for this question: it states something (it is not a
-    /// question, and not a heading or a document's title unless the question asks for a
-    /// title or a name).
+    /// question, and not a heading unless the question asks for a title or a name). A
+    /// document's first line is not refused here: it often states facts (a registry record's
+    /// fields, a notice's date), and a title that states nothing the question asks is refused
+    /// by [`Question::misses`].
     #[must_use]
     pub fn citable(&self, line: &str) -> bool {
         let line = line.trim();
         if line.ends_with('?') || line.ends_with(':') {
             return false;
         }
-        // A document's title names it and states nothing, however it is written.
-        let title = || {
-            let lower = line.to_lowercase();
-            self.title_lines.contains(&lower)
-        };
-        self.asks_title || !(is_heading(line) || title())
+        self.asks_title || !is_heading(line)
     }
 
     /// Whether a line of `source` may answer for the proper names the question writes:
@@ -1770,7 +1761,9 @@ mod tests {
             &store,
         );
         assert!(q.asks_earlier_version());
-        assert!(!q.citable("Club fees schedule, version 1 (fictional)."));
+        assert!(q
+            .misses("Club fees schedule, version 1 (fictional).")
+            .is_some());
         assert!(q.citable("Reserving a court costs £1.50 per hour."));
         assert!(!q
             .beyond
