@@ -846,10 +846,14 @@ impl Question {
         self.asks_title || !is_heading(line)
     }
 
-    /// Whether a line of `source` may answer for the proper names the question writes:
-    /// the question names nothing the sources never state, and the line (or its section's
-    /// heading, or its source's title) states every rare name it writes (`Northgate` in
-    /// "the address of Northgate Library" rules out Riverside's address).
+    /// Whether a line of `source` may answer for the names the question writes: the
+    /// question names nothing the sources never state; the line (or its section's heading,
+    /// or its source's title) states every rare proper name it writes (`Northgate` in "the
+    /// address of Northgate Library" rules out Riverside's address); and, when the question
+    /// has a subject but no id, the line, its section or its title states at least half the
+    /// subject's weight, as [`Question::on_subject`] asks of a whole source. A fees schedule
+    /// that mentions interlibrary loans once is on the subject of a question about them, but
+    /// its line about junior cards is not.
     #[must_use]
     pub fn names_stated(&self, line: &str, source: &str) -> bool {
         if !self.unstated.is_empty() {
@@ -859,12 +863,50 @@ impl Question {
         let stated = words(&lower);
         let title = self.titles.get(source).map_or("", String::as_str);
         let titled = words(title);
-        let section = words(self.section(source, line).unwrap_or(""));
-        self.proper.iter().all(|n| {
+        let section_text = self.section(source, line).unwrap_or("");
+        let section = words(section_text);
+        let proper = self.proper.iter().all(|n| {
             [&stated, &titled, &section]
                 .iter()
                 .any(|ws| ws.iter().any(|w| same_name(w, n)))
-        })
+        });
+        if !proper {
+            return false;
+        }
+        if !self.ids.is_empty() || self.names.is_empty() {
+            return true;
+        }
+        let near: BTreeSet<String> = content_stems(line)
+            .into_iter()
+            .chain(content_stems(section_text))
+            .chain(content_stems(title))
+            .collect();
+        self.subject_weight_in(&near) * 2.0 >= self.names.iter().map(|(_, w)| w).sum::<f64>()
+    }
+
+    /// How much of the question's subject `source`'s title states: the weight of its
+    /// subject words there, or the number of its ids. A source titled by the subject is the
+    /// one to read first.
+    #[must_use]
+    pub fn subject_in_title(&self, source: &str) -> f64 {
+        let title = self.titles.get(source).map_or("", String::as_str);
+        if !self.ids.is_empty() {
+            return self
+                .ids
+                .iter()
+                .filter(|id| title.contains(id.as_str()))
+                .count() as f64;
+        }
+        let stems: BTreeSet<String> = content_stems(title).into_iter().collect();
+        self.subject_weight_in(&stems)
+    }
+
+    fn subject_weight_in(&self, stems: &BTreeSet<String>) -> f64 {
+        self.names
+            .iter()
+            .filter(|(s, _)| stems.contains(s))
+            .map(|(_, w)| w)
+            .sum()
     }
 
     /// The line that opens the section `line` of `source` belongs to (a heading or a
@@ -1801,6 +1843,46 @@ mod tests {
         );
         assert!(q.names_stated("- The Hub Room seats 30 people.", "ROOMS"));
         assert!(!q.names_stated("- The Garden Room seats 12 people.", "ROOMS"));
+    }
+
+    /// A source that mentions the subject once is on subject, but only its lines about the
+    /// subject (by their own words, their section or their title) may answer; the source
+    /// titled by the subject is the one to read first.
+    #[test]
+    fn a_line_states_the_subject_itself_or_through_its_section_or_title() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            (
+                "FEES",
+                "Fees schedule (fictional)\nNo charges are made on junior cards, including DVDs.\nHoliday loans:\n- A holiday loan costs 2 pounds.",
+            ),
+            (
+                "HOLIDAY",
+                "Holiday loan procedure\nHoliday loans are run by the lending desk, led by Ada Brook.",
+            ),
+            ("A", "Opening hours\nThe branch opens at nine."),
+            ("B", "Computers\nThe branch has twelve computers."),
+            ("C", "Events\nThe branch runs a reading group."),
+            ("D", "Parking\nThe car park has forty spaces."),
+            ("E", "Rooms\nThe hall seats sixty people."),
+            ("F", "Printing\nA page costs ten pence."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        let q = Question::new("Who runs the holiday loan service?", &store);
+        assert!(q.on_subject("FEES"));
+        assert!(!q.names_stated(
+            "No charges are made on junior cards, including DVDs.",
+            "FEES"
+        ));
+        // Its section names the subject.
+        assert!(q.names_stated("- A holiday loan costs 2 pounds.", "FEES"));
+        // Its title does.
+        assert!(q.names_stated(
+            "Holiday loans are run by the lending desk, led by Ada Brook.",
+            "HOLIDAY"
+        ));
+        assert!(q.subject_in_title("HOLIDAY") > q.subject_in_title("FEES"));
     }
 
     #[test]

@@ -278,7 +278,7 @@ pub(crate) fn next_read(
     tools: &[String],
     executed: &[ExecutedCall],
     store: &SourceStore,
-    about: impl Fn(&str) -> bool,
+    about: impl Fn(&str) -> Option<f64>,
     earlier: bool,
 ) -> Option<(String, Map<String, Value>)> {
     let superseded = |arguments: &Map<String, Value>| {
@@ -306,7 +306,7 @@ fn next_read_where(
     tools: &[String],
     executed: &[ExecutedCall],
     store: &SourceStore,
-    about: &impl Fn(&str) -> bool,
+    about: &impl Fn(&str) -> Option<f64>,
     wanted_read: &dyn Fn(&Map<String, Value>) -> bool,
 ) -> Option<(String, Map<String, Value>)> {
     for name in tools {
@@ -316,28 +316,44 @@ fn next_read_where(
         let Some(all) = finite_arguments(tool.spec().parameters(), FINITE_LIMIT) else {
             continue;
         };
-        let pick = all.into_iter().find(|arguments| {
-            // A read of the version in force, named or not, is the same read.
-            let wanted = read_versions(arguments, store);
-            let ran = executed.iter().any(|e| {
-                e.call.name() == name
-                    && (e.call.arguments() == arguments
-                        || (!wanted.is_empty()
-                            && read_versions(e.call.arguments(), store) == wanted))
-            });
+        // Of the reads not run yet, the one whose sources `about` ranks highest (a source
+        // titled by the question's subject before one that mentions it in passing); among
+        // equals, the first, which is the order results named them in.
+        let rank = |arguments: &Map<String, Value>| {
             let object = Value::Object(arguments.clone());
             let mut values = Vec::new();
             strings(&object, &mut values);
-            // A read names sources (and their versions), nothing else: a call that also
-            // carries free text is a lookup, not a read.
-            let source = |v: &&str| !store.versions(v).is_empty();
-            let version = |v: &&str| store.documents().any(|d| d.version() == *v);
-            !ran && values.iter().any(|v| source(v) && about(v))
-                && values.iter().all(|v| source(v) || version(v))
-                && wanted_read(arguments)
-        });
-        if let Some(arguments) = pick {
-            return Some((name.clone(), arguments));
+            values
+                .iter()
+                .filter_map(|v| about(v))
+                .fold(0.0_f64, f64::max)
+        };
+        let mut picks: Vec<Map<String, Value>> = all
+            .into_iter()
+            .filter(|arguments| {
+                // A read of the version in force, named or not, is the same read.
+                let wanted = read_versions(arguments, store);
+                let ran = executed.iter().any(|e| {
+                    e.call.name() == name
+                        && (e.call.arguments() == arguments
+                            || (!wanted.is_empty()
+                                && read_versions(e.call.arguments(), store) == wanted))
+                });
+                let object = Value::Object(arguments.clone());
+                let mut values = Vec::new();
+                strings(&object, &mut values);
+                // A read names sources (and their versions), nothing else: a call that also
+                // carries free text is a lookup, not a read.
+                let source = |v: &&str| !store.versions(v).is_empty();
+                let version = |v: &&str| store.documents().any(|d| d.version() == *v);
+                !ran && values.iter().any(|v| source(v) && about(v).is_some())
+                    && values.iter().all(|v| source(v) || version(v))
+                    && wanted_read(arguments)
+            })
+            .collect();
+        let best = picks.iter().map(rank).fold(f64::NEG_INFINITY, f64::max);
+        if let Some(at) = picks.iter().position(|a| rank(a) >= best) {
+            return Some((name.clone(), picks.swap_remove(at)));
         }
     }
     None
@@ -1408,13 +1424,13 @@ mod tests {
         .unwrap();
         let tools = vec!["read_doc".to_owned()];
         let (_, arguments) =
-            next_read(&grounded, &whole, &tools, &[], &store, |_| true, true).unwrap();
+            next_read(&grounded, &whole, &tools, &[], &store, |_| Some(0.0), true).unwrap();
         assert_eq!(
             Value::Object(arguments),
             json!({"source_id": "FEES", "version": "v1"})
         );
         let (_, arguments) =
-            next_read(&grounded, &whole, &tools, &[], &store, |_| true, false).unwrap();
+            next_read(&grounded, &whole, &tools, &[], &store, |_| Some(0.0), false).unwrap();
         assert_eq!(Value::Object(arguments), json!({"source_id": "GUIDE"}));
     }
 
