@@ -822,14 +822,7 @@ impl Question {
         if !self.ids.is_empty() {
             return self.ids.iter().all(|id| text.contains(id.as_str()));
         }
-        let total: f64 = self.names.iter().map(|(_, w)| w).sum();
-        let stated: f64 = self
-            .names
-            .iter()
-            .filter(|(s, _)| stems.contains(s))
-            .map(|(_, w)| w)
-            .sum();
-        stated * 2.0 >= total
+        self.states_half_the_subject(stems)
     }
 
     /// Whether a line may be cited for this question: it states something (it is not a
@@ -881,7 +874,7 @@ impl Question {
             .chain(content_stems(section_text))
             .chain(content_stems(title))
             .collect();
-        self.subject_weight_in(&near) * 2.0 >= self.names.iter().map(|(_, w)| w).sum::<f64>()
+        self.states_half_the_subject(&near)
     }
 
     /// How much of the question's subject `source`'s title states: the weight of its
@@ -899,6 +892,13 @@ impl Question {
         }
         let stems: BTreeSet<String> = content_stems(title).into_iter().collect();
         self.subject_weight_in(&stems)
+    }
+
+    /// Whether `stems` hold at least half the weight of the question's subject words: a
+    /// rare word may be missing, the drug's name may not.
+    fn states_half_the_subject(&self, stems: &BTreeSet<String>) -> bool {
+        let total: f64 = self.names.iter().map(|(_, w)| w).sum();
+        self.subject_weight_in(stems) * 2.0 >= total
     }
 
     fn subject_weight_in(&self, stems: &BTreeSet<String>) -> f64 {

@@ -319,41 +319,43 @@ fn next_read_where(
         // Of the reads not run yet, the one whose sources `about` ranks highest (a source
         // titled by the question's subject before one that mentions it in passing); among
         // equals, the first, which is the order results named them in.
-        let rank = |arguments: &Map<String, Value>| {
+        let mut best: Option<(f64, Map<String, Value>)> = None;
+        for arguments in all {
+            // A read of the version in force, named or not, is the same read.
+            let wanted = read_versions(&arguments, store);
+            let ran = executed.iter().any(|e| {
+                e.call.name() == name
+                    && (e.call.arguments() == &arguments
+                        || (!wanted.is_empty()
+                            && read_versions(e.call.arguments(), store) == wanted))
+            });
+            if ran || !wanted_read(&arguments) {
+                continue;
+            }
             let object = Value::Object(arguments.clone());
             let mut values = Vec::new();
             strings(&object, &mut values);
-            values
+            // A read names sources (and their versions), nothing else: a call that also
+            // carries free text is a lookup, not a read.
+            let source = |v: &&str| !store.versions(v).is_empty();
+            let version = |v: &&str| store.documents().any(|d| d.version() == *v);
+            if !values.iter().all(|v| source(v) || version(v)) {
+                continue;
+            }
+            let Some(rank) = values
                 .iter()
+                .filter(|v| source(v))
                 .filter_map(|v| about(v))
-                .fold(0.0_f64, f64::max)
-        };
-        let mut picks: Vec<Map<String, Value>> = all
-            .into_iter()
-            .filter(|arguments| {
-                // A read of the version in force, named or not, is the same read.
-                let wanted = read_versions(arguments, store);
-                let ran = executed.iter().any(|e| {
-                    e.call.name() == name
-                        && (e.call.arguments() == arguments
-                            || (!wanted.is_empty()
-                                && read_versions(e.call.arguments(), store) == wanted))
-                });
-                let object = Value::Object(arguments.clone());
-                let mut values = Vec::new();
-                strings(&object, &mut values);
-                // A read names sources (and their versions), nothing else: a call that also
-                // carries free text is a lookup, not a read.
-                let source = |v: &&str| !store.versions(v).is_empty();
-                let version = |v: &&str| store.documents().any(|d| d.version() == *v);
-                !ran && values.iter().any(|v| source(v) && about(v).is_some())
-                    && values.iter().all(|v| source(v) || version(v))
-                    && wanted_read(arguments)
-            })
-            .collect();
-        let best = picks.iter().map(rank).fold(f64::NEG_INFINITY, f64::max);
-        if let Some(at) = picks.iter().position(|a| rank(a) >= best) {
-            return Some((name.clone(), picks.swap_remove(at)));
+                .reduce(f64::max)
+            else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                best = Some((rank, arguments));
+            }
+        }
+        if let Some((_, arguments)) = best {
+            return Some((name.clone(), arguments));
         }
     }
     None
