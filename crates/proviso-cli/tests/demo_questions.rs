@@ -21,9 +21,13 @@ fn questions() -> Vec<Value> {
     document["questions"].as_array().unwrap().clone()
 }
 
-/// Runs one question on `engine` and says what is wrong with its end, if anything.
-fn check(case: &Value, engine: impl proviso::decode::Engine + 'static) -> Option<String> {
-    let local = local();
+/// A greedy proposer on `engine`.
+fn proposer(engine: impl proviso::decode::Engine + 'static) -> LocalProposer<'static> {
+    LocalProposer::new(local(), engine, Sampling::greedy(), CompileOptions::default())
+}
+
+/// Runs one question with `proposer` and says what is wrong with its end, if anything.
+fn check(case: &Value, proposer: &mut LocalProposer<'static>) -> Option<String> {
     let question = case["question"].as_str().unwrap();
     let kind = DemoKind::for_question(question);
     let format = match kind {
@@ -31,9 +35,9 @@ fn check(case: &Value, engine: impl proviso::decode::Engine + 'static) -> Option
         DemoKind::Travel => proviso::tools::CallFormat::Envelope,
     };
     let agent = proviso_demo::agent(kind, format).unwrap();
-    let mut proposer =
-        LocalProposer::new(local, engine, Sampling::greedy(), CompileOptions::default());
-    let report = agent.run(&mut proposer, question, &mut ());
+    let started = std::time::Instant::now();
+    let report = agent.run(proposer, question, &mut ());
+    println!("{question} ({:.1} s)", started.elapsed().as_secs_f64());
     let RunEnd::FinalAnswer { answer } = &report.end else {
         return Some(format!("{question}: ended {:?}", report.end));
     };
@@ -65,10 +69,19 @@ fn check(case: &Value, engine: impl proviso::decode::Engine + 'static) -> Option
 
 #[test]
 fn every_demo_question_ends_with_a_grounded_right_answer() {
-    let local = local();
+    // One engine per agent, as an application keeps one: each agent's instructions and
+    // tools open every prompt, and their computation is reused from one question to the next.
+    let mut engines: std::collections::HashMap<DemoKind, LocalProposer<'static>> =
+        std::collections::HashMap::new();
     let failures: Vec<String> = questions()
         .iter()
-        .filter_map(|case| check(case, local.engine(RunOptions::default()).unwrap()))
+        .filter_map(|case| {
+            let kind = DemoKind::for_question(case["question"].as_str().unwrap());
+            let proposer = engines
+                .entry(kind)
+                .or_insert_with(|| proposer(local().engine(RunOptions::default()).unwrap()));
+            check(case, proposer)
+        })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -88,7 +101,7 @@ fn agents_on_a_batched_context_end_with_their_grounded_answers() {
             .iter()
             .map(|case| {
                 let engine = batcher.slot().unwrap();
-                scope.spawn(move || check(case, engine))
+                scope.spawn(move || check(case, &mut proposer(engine)))
             })
             .collect();
         handles

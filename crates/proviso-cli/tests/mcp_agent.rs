@@ -69,9 +69,18 @@ fn the_agent_answers_from_a_file_the_filesystem_server_serves() {
         ),
     ];
     let mut failures = Vec::new();
+    // One engine for every question, as an application keeps one: the tools' declarations
+    // open every prompt, and their computation is reused from one run to the next.
+    let mut proposer = support::proposer();
     for (question, fact) in &cases {
-        let report = agent.run(&mut support::proposer(), question, &mut ());
-        println!("{question}\n  → {:?}", report.end);
+        let started = std::time::Instant::now();
+        let report = agent.run(&mut proposer, question, &mut ());
+        println!(
+            "{question} ({:.1} s, {:?})\n  → {:?}",
+            started.elapsed().as_secs_f64(),
+            report.usage,
+            report.end
+        );
         match (&report.end, fact) {
             (RunEnd::FinalAnswer { answer }, Some(fact)) => {
                 let text = answer["answer"].as_str().unwrap_or_default();

@@ -49,7 +49,7 @@ pub enum DemoError {
 }
 
 /// Which bundled agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DemoKind {
     /// The clinical-trial agent.
     Trials,
