@@ -23,7 +23,12 @@ fn questions() -> Vec<Value> {
 
 /// A greedy proposer on `engine`.
 fn proposer(engine: impl proviso::decode::Engine + 'static) -> LocalProposer<'static> {
-    LocalProposer::new(local(), engine, Sampling::greedy(), CompileOptions::default())
+    LocalProposer::new(
+        local(),
+        engine,
+        Sampling::greedy(),
+        CompileOptions::default(),
+    )
 }
 
 /// Runs one question with `proposer` and says what is wrong with its end, if anything.
