@@ -34,6 +34,10 @@ pub(crate) enum EvalCommand {
         /// Write one JSON line per question here.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Measure retrieval only, without the model: recall@5 of a line stating an
+        /// expected fact, per kind (a whole bank in seconds).
+        #[arg(long)]
+        retrieval: bool,
     },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
@@ -118,8 +122,20 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             split,
             limit,
             out,
+            retrieval,
         } => {
-            crate::questions::run(bank, docs.as_deref(), split, *limit, out.as_ref())?;
+            let run = crate::questions::Run {
+                bank,
+                docs: docs.as_deref(),
+                split,
+                limit: *limit,
+                out: out.as_deref(),
+            };
+            if *retrieval {
+                crate::questions::retrieval(&run)?;
+            } else {
+                crate::questions::run(&run)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Bfcl {

@@ -8,10 +8,11 @@
 //! documents cannot answer), `no_fact` (accepted, stating neither) or `abstained` (no
 //! accepted answer: a typed end such as an exhausted budget). Retrieval is measured apart
 //! from the model: recall@5 is whether the index's five best lines for the question's own
-//! words include one that states an expected fact.
+//! words include one that states an expected fact. `--retrieval` measures only that, without
+//! the model.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -124,48 +125,122 @@ impl Corpora {
     }
 }
 
-pub(crate) fn run(
-    bank: &Path,
-    docs: Option<&Path>,
-    split: &str,
-    limit: Option<usize>,
-    out: Option<&PathBuf>,
-) -> Result<()> {
-    let text =
-        std::fs::read_to_string(bank).with_context(|| format!("reading {}", bank.display()))?;
-    let document: Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", bank.display()))?;
-    let Some(all) = document["questions"].as_array() else {
-        bail!("{} has no `questions` array", bank.display());
-    };
-    let cases: Vec<&Value> = all
+/// What `proviso eval questions` was asked to run.
+pub(crate) struct Run<'a> {
+    pub(crate) bank: &'a Path,
+    pub(crate) docs: Option<&'a Path>,
+    pub(crate) split: &'a str,
+    pub(crate) limit: Option<usize>,
+    pub(crate) out: Option<&'a Path>,
+}
+
+impl Run<'_> {
+    /// The bank's questions of the split (the first `limit`), and the corpora they are about.
+    fn load(&self) -> Result<(Vec<Value>, Corpora)> {
+        let bank = self.bank;
+        let text =
+            std::fs::read_to_string(bank).with_context(|| format!("reading {}", bank.display()))?;
+        let document: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", bank.display()))?;
+        let Some(all) = document["questions"].as_array() else {
+            bail!("{} has no `questions` array", bank.display());
+        };
+        let cases: Vec<Value> = all
+            .iter()
+            .filter(|c| self.split == "all" || c["split"].as_str().unwrap_or("test") == self.split)
+            .take(self.limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect();
+        let corpora = Corpora {
+            docs: match self.docs {
+                Some(dir) => Some(Arc::new(
+                    DocsBase::load(dir).with_context(|| format!("reading {}", dir.display()))?,
+                )),
+                None => None,
+            },
+            trials: Arc::new(TrialCorpus::bundled()),
+            travel: Arc::new(PolicyBase::bundled()?),
+        };
+        Ok((cases, corpora))
+    }
+
+    /// Writes one JSON line per question to `--out`, when given.
+    fn write(&self, lines: &[Value]) -> Result<()> {
+        if let Some(path) = self.out {
+            let mut file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            for line in lines {
+                writeln!(file, "{line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the index's five best lines for the question's own words include one that
+/// states an expected fact (always, for a question the documents cannot answer).
+fn recalled(corpora: &Corpora, case: &Value) -> bool {
+    let facts = strings(case, "facts");
+    !case["answerable"].as_bool().unwrap_or(true)
+        || corpora.top_lines(case).iter().any(|line| {
+            let line = line.to_lowercase();
+            facts.iter().any(|f| line.contains(f.as_str()))
+        })
+}
+
+/// `--retrieval`: recall@5 per kind, without the model.
+pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
+    let (cases, corpora) = run.load()?;
+    let mut lines = Vec::new();
+    let mut kinds: std::collections::BTreeMap<String, (usize, usize)> =
+        std::collections::BTreeMap::new();
+    for case in cases
         .iter()
-        .filter(|c| split == "all" || c["split"].as_str().unwrap_or("test") == split)
-        .take(limit.unwrap_or(usize::MAX))
-        .collect();
-    let corpora = Corpora {
-        docs: match docs {
-            Some(dir) => Some(Arc::new(
-                DocsBase::load(dir).with_context(|| format!("reading {}", dir.display()))?,
-            )),
-            None => None,
-        },
-        trials: Arc::new(TrialCorpus::bundled()),
-        travel: Arc::new(PolicyBase::bundled()?),
-    };
+        .filter(|c| c["answerable"].as_bool().unwrap_or(true))
+    {
+        let hit = recalled(&corpora, case);
+        let kind = case["kind"].as_str().unwrap_or("other").to_owned();
+        let entry = kinds.entry(kind.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(hit);
+        if !hit {
+            eprintln!(
+                "   missed  {}",
+                case["question"].as_str().unwrap_or_default()
+            );
+        }
+        lines.push(
+            json!({"id": case["id"], "question": case["question"], "kind": kind,
+            "recall_at_5": hit, "top": corpora.top_lines(case)}),
+        );
+    }
+    run.write(&lines)?;
+    let mut text = format!(
+        "{} · split {} · recall@5 of a line stating an expected fact, for the question's own words\n\n| kind | answerable | recalled |\n|---|---|---|\n",
+        run.bank.display(),
+        run.split
+    );
+    for (kind, (n, hit)) in &kinds {
+        text.push_str(&format!("| {kind} | {n} | {hit} |\n"));
+    }
+    let (n, hit) = kinds.values().fold((0, 0), |(n, h), (a, b)| (n + a, h + b));
+    text.push_str(&format!(
+        "| **all** | {n} | {hit} ({:.0}%) |\n",
+        100.0 * hit as f64 / n.max(1) as f64
+    ));
+    writeln!(std::io::stdout().lock(), "{text}")?;
+    Ok(())
+}
+
+pub(crate) fn run(run: &Run<'_>) -> Result<()> {
+    let (cases, corpora) = run.load()?;
     let local = LocalModel::open(None, &mut crate::model::report_progress)?;
     let mut lines = Vec::new();
     let mut rows: Vec<(String, Outcome, f64, bool, bool)> = Vec::new();
     for case in &cases {
         let question = case["question"].as_str().unwrap_or_default();
-        let facts = strings(case, "facts");
         let answerable = case["answerable"].as_bool().unwrap_or(true);
-        let recalled = !answerable
-            || corpora.top_lines(case).iter().any(|line| {
-                facts
-                    .iter()
-                    .any(|f| line.to_lowercase().contains(f.as_str()))
-            });
+        let recalled = recalled(&corpora, case);
         let agent = corpora.agent(case)?;
         let engine = local.engine(RunOptions::default())?;
         let mut proposer = LocalProposer::new(
@@ -191,15 +266,9 @@ pub(crate) fn run(
         );
         rows.push((kind, outcome, seconds, recalled, answerable));
     }
-    if let Some(path) = out {
-        let mut file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        for line in &lines {
-            writeln!(file, "{line}")?;
-        }
-    }
+    run.write(&lines)?;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{}", summary(bank, split, &rows))?;
+    writeln!(stdout, "{}", summary(run.bank, run.split, &rows))?;
     Ok(())
 }
 

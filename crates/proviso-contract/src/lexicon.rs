@@ -334,10 +334,55 @@ pub fn content_words(text: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The content words of `text`, stemmed, in order (see [`content_words`]).
+/// The content words of `text`, stemmed, in order (see [`content_words`]), after
+/// [`with_redone`]: `open again` is `reopen`.
 #[must_use]
 pub fn content_stems(text: &str) -> Vec<String> {
-    content_words(text).into_iter().map(stem).collect()
+    content_words(&with_redone(text))
+        .into_iter()
+        .map(stem)
+        .collect()
+}
+
+/// `text` with each word done `again` written as its `re-` verb ([`redone`]): `When will it
+/// open again?` reads `When will it reopen`. Unchanged when it says no `again`; otherwise its
+/// words, space-separated.
+#[must_use]
+pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
+    let all = words(text);
+    let again = |i: usize| all.get(i).is_some_and(|w| w.eq_ignore_ascii_case("again"));
+    if !(1..all.len()).any(|i| again(i) && redone(all[i - 1]).is_some()) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out: Vec<String> = Vec::with_capacity(all.len());
+    let mut i = 0;
+    while i < all.len() {
+        match redone(all[i]).filter(|_| again(i + 1)) {
+            Some(verb) => {
+                out.push(verb);
+                i += 2;
+            }
+            None => {
+                out.push(all[i].to_owned());
+                i += 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out.join(" "))
+}
+
+/// The `re-` verb of `word` done again (`open` gives `reopen`, `start` gives `restart`):
+/// English makes a repeated action a verb of its own, and a document often writes that
+/// verb where a question says `… again`. `None` for what cannot take the prefix (a number,
+/// a word of fewer than three letters, one already led by `re`).
+#[must_use]
+pub fn redone(word: &str) -> Option<String> {
+    let lower = word.to_lowercase();
+    (lower.chars().count() >= 3
+        && lower.chars().all(|c| c.is_ascii_alphabetic())
+        && !lower.starts_with("re")
+        && !is_function_word(&lower))
+    .then(|| format!("re{lower}"))
 }
 
 /// Number words a text may spell an amount with.
@@ -885,6 +930,19 @@ mod tests {
         assert_eq!(stem("paid"), stem("cost"));
         assert_ne!(stem("borrow"), stem("cost"));
         assert_eq!(related_words("Borrow"), ["lend", "lent", "loan"]);
+        // A word done again is its `re-` verb.
+        assert_eq!(
+            content_stems("When will it open again?"),
+            content_stems("When will it reopen?")
+        );
+        assert_eq!(
+            with_redone("Start again, then open it."),
+            "restart then open it"
+        );
+        assert_eq!(with_redone("Open it."), "Open it.");
+        assert_eq!(redone("start").as_deref(), Some("restart"));
+        assert_eq!(redone("it"), None);
+        assert_eq!(redone("return"), None);
         assert!(related_words("velorabine").is_empty());
     }
 

@@ -215,6 +215,15 @@ impl DocsBase {
             let sections: Vec<Option<&str>> = document
                 .map(|d| d.sections().map(|(_, s)| s).collect())
                 .unwrap_or_default();
+            // A document's sentences are found by its title too: the press release titled
+            // by the branch answers who builds there in a line that never names the branch.
+            // A record of a `.jsonl` file stands alone (its first record is no title).
+            // (Tried and left: the title's weight added to the line's score from an index
+            // of titles, which found none of these.)
+            let title = source_lines
+                .first()
+                .filter(|_| !info.file.ends_with(".jsonl"))
+                .map(|l| l.text.as_str());
             for line in source_lines {
                 // A heading is found by its own words, not the section before it.
                 let section = sections
@@ -222,10 +231,14 @@ impl DocsBase {
                     .copied()
                     .flatten()
                     .filter(|_| !proviso_contract::lexicon::opens_section(&line.text));
-                match section {
-                    Some(section) => texts.push(format!("{section} {}", line.text)),
-                    None => texts.push(line.text.clone()),
+                let mut text = line.text.clone();
+                if let Some(section) = section {
+                    text = format!("{section} {text}");
                 }
+                if let Some(title) = title.filter(|_| line.number > 1) {
+                    text = format!("{title} {text}");
+                }
+                texts.push(text);
             }
         }
         Ok(Self {
@@ -693,6 +706,45 @@ mod tests {
     }
 
     #[test]
+    fn a_line_is_found_by_its_documents_title_but_a_record_stands_alone() {
+        let dir = std::env::temp_dir().join(format!("proviso-docs-title-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("release.txt"),
+            "Oak Street branch to be refurbished\nThe work will be done by Brick & Co.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("other.txt"),
+            "Elm Road branch news\nThe work on the car park is done.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("branches.jsonl"),
+            "{\"branch\": \"Oak Street\", \"phone\": \"0100\"}\n{\"branch\": \"Pine Hill\", \"phone\": \"0200\"}\n",
+        )
+        .unwrap();
+        let base = DocsBase::load(&dir).unwrap();
+        // The sentence never names the branch; its document's title does.
+        let hits = base.search("who does the work at Oak Street", 5);
+        let first = &hits["results"][0];
+        assert_eq!(
+            first["text"], "The work will be done by Brick & Co.",
+            "{hits}"
+        );
+        // A `.jsonl` file's first record is no title: the next record is not found by it.
+        let hits = base.search("Oak Street", 5);
+        let texts: Vec<&str> = hits["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|h| h["text"].as_str())
+            .collect();
+        assert!(!texts.iter().any(|t| t.contains("Pine Hill")), "{hits}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_directory_with_a_manifest_becomes_versioned_citable_lines() {
         let dir = std::env::temp_dir().join(format!("proviso-docs-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("sub")).unwrap();
@@ -725,8 +777,17 @@ mod tests {
             base.read("sub/notes", None).unwrap()["lines"][1]["text"],
             "Breakfast is included."
         );
+        // The two lines that state a limit come first; the receipts line is found through
+        // its document's first line, which it follows.
         let hits = base.search("limit yuan", 5);
-        assert_eq!(hits["results"].as_array().unwrap().len(), 2, "{hits}");
+        let texts: Vec<&str> = hits["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|h| h["text"].as_str())
+            .collect();
+        assert_eq!(texts.len(), 3, "{hits}");
+        assert!(texts[..2].iter().all(|t| t.starts_with("The limit is")), "{hits}");
         let contract = base.answer_contract().unwrap();
         let good = json!({"answer": "The limit is 750 yuan.", "citations": [{"source_id": "policy", "version": "v2",
             "line_start": 1, "line_end": 1, "quote": "The limit is 750 yuan."}]});

@@ -58,8 +58,10 @@ impl TextIndex {
         // A question's word the documents never use also finds the everyday words that ask
         // for the same thing (`borrow` finds `lent`); a word they use is searched as itself,
         // so expansion cannot outweigh a line that says what was asked.
-        let mut expanded = query.to_owned();
-        for word in proviso_contract::lexicon::words(query)
+        // `open again` is searched as `reopen` (`lexicon::with_redone`).
+        let query = proviso_contract::lexicon::with_redone(query);
+        let mut expanded = query.clone().into_owned();
+        for word in proviso_contract::lexicon::words(&query)
             .into_iter()
             .filter(|w| !self.vocabulary.contains(&w.to_lowercase()))
         {
@@ -112,5 +114,18 @@ mod tests {
         assert_eq!(index.search("borrow", 2)[0].index, 0);
         // `sells` is written, so it is searched as itself only.
         assert_eq!(index.search("sells", 2).len(), 1);
+    }
+
+    #[test]
+    fn a_verb_done_again_finds_its_re_verb() {
+        let index = TextIndex::new(&[
+            "The branch opens at nine.".into(),
+            "The branch will reopen on 14 March.".into(),
+        ]);
+        assert_eq!(
+            index.search("when will the branch open again", 2)[0].index,
+            1
+        );
+        assert_eq!(index.search("when does the branch open", 2)[0].index, 0);
     }
 }
