@@ -204,7 +204,8 @@ pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
         entry.0 += 1;
         entry.1 += usize::from(hit);
         if !hit {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "   missed  {}",
                 case["question"].as_str().unwrap_or_default()
             );

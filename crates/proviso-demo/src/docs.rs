@@ -787,7 +787,10 @@ mod tests {
             .filter_map(|h| h["text"].as_str())
             .collect();
         assert_eq!(texts.len(), 3, "{hits}");
-        assert!(texts[..2].iter().all(|t| t.starts_with("The limit is")), "{hits}");
+        assert!(
+            texts[..2].iter().all(|t| t.starts_with("The limit is")),
+            "{hits}"
+        );
         let contract = base.answer_contract().unwrap();
         let good = json!({"answer": "The limit is 750 yuan.", "citations": [{"source_id": "policy", "version": "v2",
             "line_start": 1, "line_end": 1, "quote": "The limit is 750 yuan."}]});
