@@ -58,7 +58,7 @@ impl TextIndex {
         // A question's word the documents never use also finds the everyday words that ask
         // for the same thing (`borrow` finds `lent`); a word they use is searched as itself,
         // so expansion cannot outweigh a line that says what was asked.
-        // `open again` is searched as `reopen` (`lexicon::with_redone`).
+        // `open again` is searched as `open reopen` (`lexicon::with_redone`).
         let query = proviso_contract::lexicon::with_redone(query);
         let mut expanded = query.clone().into_owned();
         for word in proviso_contract::lexicon::words(&query)
@@ -118,14 +118,17 @@ mod tests {
 
     #[test]
     fn a_verb_done_again_finds_its_re_verb() {
+        // As in a document set, `open` is common and `reopen` rare.
         let index = TextIndex::new(&[
             "The branch opens at nine.".into(),
-            "The branch will reopen on 14 March.".into(),
+            "The branch will reopen on 14 March after the works.".into(),
+            "The cafe is open on Sundays.".into(),
+            "The garden opens in spring.".into(),
         ]);
         assert_eq!(
-            index.search("when will the branch open again", 2)[0].index,
+            index.search("when will the branch open again", 4)[0].index,
             1
         );
-        assert_eq!(index.search("when does the branch open", 2)[0].index, 0);
+        assert_eq!(index.search("when does the branch open", 4)[0].index, 0);
     }
 }
