@@ -705,6 +705,16 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The texts of a search's results, in order.
+    fn texts(hits: &Value) -> Vec<&str> {
+        hits["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["text"].as_str())
+            .collect()
+    }
+
     #[test]
     fn a_line_is_found_by_its_documents_title_but_a_record_stands_alone() {
         let dir = std::env::temp_dir().join(format!("proviso-docs-title-{}", std::process::id()));
@@ -734,13 +744,10 @@ mod tests {
         );
         // A `.jsonl` file's first record is no title: the next record is not found by it.
         let hits = base.search("Oak Street", 5);
-        let texts: Vec<&str> = hits["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|h| h["text"].as_str())
-            .collect();
-        assert!(!texts.iter().any(|t| t.contains("Pine Hill")), "{hits}");
+        assert!(
+            !texts(&hits).iter().any(|t| t.contains("Pine Hill")),
+            "{hits}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -780,12 +787,7 @@ mod tests {
         // The two lines that state a limit come first; the receipts line is found through
         // its document's first line, which it follows.
         let hits = base.search("limit yuan", 5);
-        let texts: Vec<&str> = hits["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|h| h["text"].as_str())
-            .collect();
+        let texts = texts(&hits);
         assert_eq!(texts.len(), 3, "{hits}");
         assert!(
             texts[..2].iter().all(|t| t.starts_with("The limit is")),
