@@ -177,12 +177,12 @@ impl Run<'_> {
     }
 }
 
-/// Whether the index's five best lines for the question's own words include one that
-/// states an expected fact (always, for a question the documents cannot answer).
-fn recalled(corpora: &Corpora, case: &Value) -> bool {
+/// Whether `top`, the index's five best lines for the question's own words, include one
+/// that states an expected fact (always, for a question the documents cannot answer).
+fn recalled(case: &Value, top: &[String]) -> bool {
     let facts = strings(case, "facts");
     !case["answerable"].as_bool().unwrap_or(true)
-        || corpora.top_lines(case).iter().any(|line| {
+        || top.iter().any(|line| {
             let line = line.to_lowercase();
             facts.iter().any(|f| line.contains(f.as_str()))
         })
@@ -198,7 +198,8 @@ pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
         .iter()
         .filter(|c| c["answerable"].as_bool().unwrap_or(true))
     {
-        let hit = recalled(&corpora, case);
+        let top = corpora.top_lines(case);
+        let hit = recalled(case, &top);
         let kind = case["kind"].as_str().unwrap_or("other").to_owned();
         let entry = kinds.entry(kind.clone()).or_default();
         entry.0 += 1;
@@ -212,7 +213,7 @@ pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
         }
         lines.push(
             json!({"id": case["id"], "question": case["question"], "kind": kind,
-            "recall_at_5": hit, "top": corpora.top_lines(case)}),
+            "recall_at_5": hit, "top": top}),
         );
     }
     run.write(&lines)?;
@@ -241,7 +242,7 @@ pub(crate) fn run(run: &Run<'_>) -> Result<()> {
     for case in &cases {
         let question = case["question"].as_str().unwrap_or_default();
         let answerable = case["answerable"].as_bool().unwrap_or(true);
-        let recalled = recalled(&corpora, case);
+        let recalled = recalled(case, &corpora.top_lines(case));
         let agent = corpora.agent(case)?;
         let engine = local.engine(RunOptions::default())?;
         let mut proposer = LocalProposer::new(

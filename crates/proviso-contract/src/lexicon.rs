@@ -344,33 +344,37 @@ pub fn content_stems(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `text` with each word done `again` followed by its `re-` verb ([`redone`]) in place of
+/// `text` with each word done `again` followed by its `re-` verb (see `redone`) in place of
 /// the `again`: `When will it open again?` reads `When will it open reopen`. The word stays,
 /// because most verbs have no `re-` verb in use (`fail again` is no `refail`). Unchanged
 /// when it says no `again`; otherwise its words, space-separated.
 #[must_use]
 pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
     let all = words(text);
-    let again = |i: usize| all.get(i).is_some_and(|w| w.eq_ignore_ascii_case("again"));
-    if !(1..all.len()).any(|i| again(i) && redone(all[i - 1]).is_some()) {
-        return std::borrow::Cow::Borrowed(text);
+    let mut changed = false;
+    let out: Vec<String> = all
+        .iter()
+        .enumerate()
+        .map(|(i, word)| {
+            let verb = (i > 0 && word.eq_ignore_ascii_case("again"))
+                .then(|| redone(all[i - 1]))
+                .flatten();
+            changed |= verb.is_some();
+            verb.unwrap_or_else(|| (*word).to_owned())
+        })
+        .collect();
+    if changed {
+        std::borrow::Cow::Owned(out.join(" "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
     }
-    let mut out: Vec<String> = Vec::with_capacity(all.len());
-    for (i, word) in all.iter().enumerate() {
-        match (i > 0 && again(i)).then(|| redone(all[i - 1])).flatten() {
-            Some(verb) => out.push(verb),
-            None => out.push((*word).to_owned()),
-        }
-    }
-    std::borrow::Cow::Owned(out.join(" "))
 }
 
 /// The `re-` verb of `word` done again (`open` gives `reopen`, `start` gives `restart`):
 /// English makes a repeated action a verb of its own, and a document often writes that
 /// verb where a question says `… again`. `None` for what cannot take the prefix (a number,
 /// a word of fewer than three letters, one already led by `re`).
-#[must_use]
-pub fn redone(word: &str) -> Option<String> {
+fn redone(word: &str) -> Option<String> {
     let lower = word.to_lowercase();
     (lower.chars().count() >= 3
         && lower.chars().all(|c| c.is_ascii_alphabetic())

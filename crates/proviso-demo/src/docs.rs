@@ -218,13 +218,11 @@ impl DocsBase {
             // A document's sentences are found by its title too: the press release titled
             // by the branch answers who builds there in a line that never names the branch.
             // A record of a `.jsonl` file stands alone (its first record is no title).
-            // (Tried and left: the title's weight added to the line's score from an index
-            // of titles, which found none of these.)
             let title = source_lines
                 .first()
                 .filter(|_| !info.file.ends_with(".jsonl"))
                 .map(|l| l.text.as_str());
-            for line in source_lines {
+            for (i, line) in source_lines.iter().enumerate() {
                 // A heading is found by its own words, not the section before it.
                 let section = sections
                     .get(line.number - 1)
@@ -235,7 +233,7 @@ impl DocsBase {
                 if let Some(section) = section {
                     text = format!("{section} {text}");
                 }
-                if let Some(title) = title.filter(|_| line.number > 1) {
+                if let Some(title) = title.filter(|_| i > 0) {
                     text = format!("{title} {text}");
                 }
                 texts.push(text);
