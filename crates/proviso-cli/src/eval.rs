@@ -38,6 +38,11 @@ pub(crate) enum EvalCommand {
         /// expected fact, per kind (a whole bank in seconds).
         #[arg(long)]
         retrieval: bool,
+        /// Measure the harness only, without the model: the first line and span the agent
+        /// would offer after searching the question's own words (and reading the source it
+        /// reads next when they answer nothing), scored like an accepted answer.
+        #[arg(long, conflicts_with = "retrieval")]
+        harness: bool,
     },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
@@ -123,6 +128,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             limit,
             out,
             retrieval,
+            harness,
         } => {
             let run = crate::questions::Run {
                 bank,
@@ -133,6 +139,8 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             };
             if *retrieval {
                 crate::questions::retrieval(&run)?;
+            } else if *harness {
+                crate::questions::harness(&run)?;
             } else {
                 crate::questions::run(&run)?;
             }

@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use proviso::contract::{Question, SourceStore};
 use proviso::decode::{CompileOptions, Sampling};
-use proviso::harness::{Agent, RunEnd};
+use proviso::harness::{steer, Agent, RunEnd};
 use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{LocalModel, LocalProposer};
@@ -60,8 +61,21 @@ fn strings(case: &Value, key: &str) -> Vec<String> {
 
 /// Scores an end against a question.
 fn score(case: &Value, end: &RunEnd) -> (Outcome, String) {
+    let answer = match end {
+        RunEnd::FinalAnswer { answer } => Some(
+            answer["answer"]
+                .as_str()
+                .map_or_else(|| answer.to_string(), str::to_owned),
+        ),
+        _ => None,
+    };
+    score_text(case, answer)
+}
+
+/// Scores an accepted answer's text (`None`: no accepted answer) against a question.
+fn score_text(case: &Value, answer: Option<String>) -> (Outcome, String) {
     let answerable = case["answerable"].as_bool().unwrap_or(true);
-    let RunEnd::FinalAnswer { answer } = end else {
+    let Some(text) = answer else {
         let outcome = if answerable {
             Outcome::Abstained
         } else {
@@ -69,9 +83,6 @@ fn score(case: &Value, end: &RunEnd) -> (Outcome, String) {
         };
         return (outcome, String::new());
     };
-    let text = answer["answer"]
-        .as_str()
-        .map_or_else(|| answer.to_string(), str::to_owned);
     let lower = text.to_lowercase();
     let forbidden = strings(case, "forbidden");
     if !answerable || forbidden.iter().any(|f| lower.contains(f.as_str())) {
@@ -105,16 +116,32 @@ impl Corpora {
         })
     }
 
-    /// The texts of the five best lines for the question's own words.
-    fn top_lines(&self, case: &Value) -> Vec<String> {
+    /// The search tool's result for the question's own words: its five best lines.
+    fn search(&self, case: &Value) -> Value {
         let question = case["question"].as_str().unwrap_or_default();
-        let results = match &self.docs {
+        match &self.docs {
             Some(base) => base.search(question, 5),
             None => match case["corpus"].as_str() {
                 Some("travel") => self.travel.search(question, 5),
                 _ => self.trials.search(question, 5),
             },
-        };
+        }
+    }
+
+    /// The sources the question's agent cites from.
+    fn store(&self, case: &Value) -> &SourceStore {
+        match &self.docs {
+            Some(base) => base.store(),
+            None => match case["corpus"].as_str() {
+                Some("travel") => self.travel.store(),
+                _ => self.trials.store(),
+            },
+        }
+    }
+
+    /// The texts of the five best lines for the question's own words.
+    fn top_lines(&self, case: &Value) -> Vec<String> {
+        let results = self.search(case);
         // Every search tool returns its hits as `{"results": [{"text", ...}]}`.
         results["results"]
             .as_array()
@@ -186,6 +213,151 @@ fn recalled(case: &Value, top: &[String]) -> bool {
             let line = line.to_lowercase();
             facts.iter().any(|f| line.contains(f.as_str()))
         })
+}
+
+/// `--harness`: the answer the harness itself offers, without the model. The question's
+/// own words are searched; when no line found answers it, the source the agent would read
+/// next (on the subject, its title stating the most of it, else the first the results
+/// named) is read whole; the first line [`steer::rank_citations`] keeps, as its first span,
+/// is scored as an accepted answer. The agent offers the model only that line and a few of
+/// its spans, so this measures the ranking and the answer rules, which the model cannot
+/// repair, in a second for a whole bank.
+pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
+    let (cases, corpora) = run.load()?;
+    let mut lines = Vec::new();
+    let mut rows: Vec<(String, Outcome, f64, bool, bool)> = Vec::new();
+    for case in &cases {
+        let question = case["question"].as_str().unwrap_or_default();
+        let answerable = case["answerable"].as_bool().unwrap_or(true);
+        let store = corpora.store(case);
+        let asked = Question::new(question, store);
+        let earlier = asked.asks_earlier_version();
+        let found = corpora.search(case);
+        let mut results = vec![found.clone()];
+        let mut ranked = steer::rank_citations(
+            &steer::cited_lines(&[&found], store, earlier),
+            &asked,
+            store,
+            1,
+        );
+        let mut read = None;
+        if ranked.is_empty() {
+            read = next_source(&found, &asked, store);
+            if let Some(doc) = read.and_then(|(source, version)| {
+                store
+                    .versions(source)
+                    .iter()
+                    .find(|d| d.version() == version)
+            }) {
+                let lines: Vec<Value> = doc
+                    .lines()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| json!({"line": i + 1, "text": t}))
+                    .collect();
+                results.push(
+                    json!({"source_id": doc.source_id(), "version": doc.version(),
+                    "lines": lines}),
+                );
+                let refs: Vec<&Value> = results.iter().collect();
+                ranked = steer::rank_citations(
+                    &steer::cited_lines(&refs, store, earlier),
+                    &asked,
+                    store,
+                    1,
+                );
+            }
+        }
+        let answer = ranked.first().map(|c| {
+            let span = c.spans.first().cloned().unwrap_or_default();
+            if c.superseded {
+                let version = c.citation["version"].as_str().unwrap_or_default();
+                format!("{version} (superseded): {span}")
+            } else {
+                span
+            }
+        });
+        let cited = ranked.first().map(|c| c.citation.clone());
+        // Why each line stating an expected fact was not the one offered.
+        let observed: Vec<Value> = {
+            let refs: Vec<&Value> = results.iter().collect();
+            steer::cited_lines(&refs, store, earlier)
+        };
+        let facts = strings(case, "facts");
+        let mut fact_lines = Vec::new();
+        for doc in store.documents() {
+            for line in doc.lines() {
+                let lower = line.to_lowercase();
+                if !facts.iter().any(|f| lower.contains(f.as_str())) {
+                    continue;
+                }
+                let seen = observed
+                    .iter()
+                    .any(|c| c["quote"] == line.as_str() && c["source_id"] == doc.source_id());
+                let why = steer::refusal(&asked, doc.source_id(), line);
+                fact_lines.push(
+                    json!({"source": format!("{} {}", doc.source_id(), doc.version()),
+                    "line": line, "seen": seen, "refused": why}),
+                );
+            }
+        }
+        let (outcome, text) = score_text(case, answer);
+        let kind = case["kind"].as_str().unwrap_or("other").to_owned();
+        if !matches!(outcome, Outcome::Right) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{:>9}  {question}\n           → {text}",
+                outcome.name()
+            );
+        }
+        lines.push(
+            json!({"id": case["id"], "question": question, "kind": kind, "outcome": outcome.name(),
+            "answer": text, "cited": cited, "read": read.map(|(s, v)| format!("{s} {v}")),
+            "fact_lines": fact_lines, "asked": asked}),
+        );
+        let recalled = recalled(case, &corpora.top_lines(case));
+        rows.push((kind, outcome, 0.0, recalled, answerable));
+    }
+    run.write(&lines)?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        summary(run.bank, run.split, &rows)
+    )?;
+    Ok(())
+}
+
+/// The source (and version) the agent reads after a search whose lines answer nothing:
+/// of the sources the results named, on the question's subject, the one whose title states
+/// the most of it, the first named among equals; a version no longer in force first when
+/// the question asks about an earlier one.
+fn next_source<'a>(
+    found: &'a Value,
+    asked: &Question,
+    store: &'a SourceStore,
+) -> Option<(&'a str, &'a str)> {
+    let mut named: Vec<&str> = Vec::new();
+    for hit in found["results"].as_array().into_iter().flatten() {
+        if let Some(source) = hit["source_id"].as_str() {
+            if !named.contains(&source) && asked.on_subject(source) {
+                named.push(source);
+            }
+        }
+    }
+    let mut best: Option<(f64, &str)> = None;
+    for source in named {
+        let rank = asked.subject_in_title(source);
+        if best.is_none_or(|(r, _)| rank > r) {
+            best = Some((rank, source));
+        }
+    }
+    let source = best?.1;
+    let versions = store.versions(source);
+    let doc = versions
+        .iter()
+        .find(|d| asked.asks_earlier_version() && !d.in_force())
+        .or_else(|| versions.iter().find(|d| d.in_force()))?;
+    Some((doc.source_id(), doc.version()))
 }
 
 /// `--retrieval`: recall@5 per kind, without the model.

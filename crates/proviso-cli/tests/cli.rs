@@ -470,3 +470,61 @@ fn the_agent_answers_from_your_own_documents() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The numbers of a summary table's `**all**` row.
+fn all_row(stdout: &str) -> Vec<usize> {
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("| **all** |"))
+        .unwrap_or_else(|| panic!("no summary row in {stdout}"));
+    row.split('|')
+        .skip(2)
+        .filter_map(|cell| cell.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The model-free measures of a bank, held to ratchets on the library development corpus:
+/// recall@5 of a fact line, and the answer the harness itself offers (the first line it
+/// ranks, as its first span). A change to retrieval or to the answer rules that loses ground
+/// fails here, in seconds; the held-out corpora are measured, never ratcheted.
+#[test]
+fn retrieval_and_the_harness_answers_are_measured_without_the_model() {
+    let out = std::env::temp_dir().join(format!("proviso-harness-{}.jsonl", std::process::id()));
+    let bank = [
+        "eval",
+        "questions",
+        "--bank",
+        "corpora/library/questions.json",
+        "--docs",
+        "corpora/library",
+    ];
+    let (code, stdout, stderr) = proviso(
+        &[&bank[..], &["--harness", "--out", out.to_str().unwrap()]].concat(),
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // questions, right, wrong, no fact, abstained
+    let all = all_row(&stdout);
+    assert_eq!(all.len(), 5, "{stdout}");
+    assert_eq!(all[0], 65, "{stdout}");
+    assert!(all[1] >= 44 && all[2] == 0, "{stdout}");
+    let written = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let rows: Vec<serde_json::Value> = written
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 65);
+    // Each question that did not end right says why its fact lines were not offered.
+    let explained = rows
+        .iter()
+        .filter(|r| r["outcome"] != "right" && r["outcome"] != "wrong")
+        .flat_map(|r| r["fact_lines"].as_array().unwrap().iter())
+        .any(|f| f["refused"].as_str().is_some());
+    assert!(explained, "{written}");
+    let (code, stdout, stderr) = proviso(&[&bank[..], &["--retrieval"]].concat(), None);
+    assert_eq!(code, 0, "{stderr}");
+    // answerable, recalled
+    let all = all_row(&stdout);
+    assert!(all[0] == 55 && all[1] >= 47, "{stdout}");
+}

@@ -21,6 +21,54 @@ pub const FUNCTION_WORDS: &[&str] = &[
     "must", "shall", "might",
 ];
 
+/// Content words that say little of what a question asks: adverbs of time and emphasis
+/// (`still`, `now`, `actually`), light verbs (`get`, `doing`, `meant`) and nouns that stand
+/// for anything (`thing`, `stuff`). They rank lines like any word, but an answer need not
+/// repeat them to answer ("Do I *still* pay …?" is answered by "… pay no overdue charges").
+pub const LIGHT_WORDS: &[&str] = &[
+    "actually",
+    "already",
+    "always",
+    "anymore",
+    "currently",
+    "even",
+    "ever",
+    "exactly",
+    "just",
+    "now",
+    "really",
+    "still",
+    "usually",
+    "yet",
+    "get",
+    "gets",
+    "getting",
+    "got",
+    "doing",
+    "done",
+    "going",
+    "meant",
+    "mean",
+    "means",
+    "thing",
+    "things",
+    "stuff",
+    "something",
+    "anything",
+    "same",
+    "someone",
+    "somebody",
+    "anyone",
+    "anybody",
+];
+
+/// Whether `word` (any case) is a light word ([`LIGHT_WORDS`]).
+#[must_use]
+pub fn is_light_word(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    LIGHT_WORDS.contains(&lower.as_str())
+}
+
 /// Whether `word` (any case) is a function word.
 #[must_use]
 pub fn is_function_word(word: &str) -> bool {
@@ -257,7 +305,7 @@ const IRREGULAR: &[(&str, &str)] = &[
 /// Whether `words[i]` is a label: a capital letter standing alone after the first word
 /// (`Arm A`, `Phase I`), not the article `a` or the pronoun `I` (`can I`, `the object I
 /// make`): `I` is a label only after a capitalised word that is not a function word (`Can
-/// I`, which opens a question, asks as the pronoun).
+/// I`, which opens a question, asks as the pronoun) nor an acronym (`a DVD I borrow`).
 #[must_use]
 pub fn is_label(words: &[&str], i: usize) -> bool {
     let Some(w) = words.get(i) else {
@@ -268,7 +316,9 @@ pub fn is_label(words: &[&str], i: usize) -> bool {
         && w.chars().all(|c| c.is_ascii_uppercase())
         && (*w != "I"
             || words.get(i - 1).is_some_and(|p| {
-                p.chars().next().is_some_and(char::is_uppercase) && !is_function_word(p)
+                p.chars().next().is_some_and(char::is_uppercase)
+                    && p.chars().any(char::is_lowercase)
+                    && !is_function_word(p)
             }))
 }
 
@@ -770,15 +820,18 @@ pub fn is_heading(line: &str) -> bool {
 }
 
 /// Whether a line opens a section that the lines after it belong to: a heading
-/// ([`is_heading`]) or a short lead-in ending with a colon (`Booking the 3D printers:`),
-/// which the list items under it continue.
+/// ([`is_heading`]), a short lead-in ending with a colon (`Booking the 3D printers:`),
+/// which the list items under it continue, or a short question alone on its line, which
+/// the lines after it answer (a FAQ's `How do I get on the Wi-Fi?`).
 #[must_use]
 pub fn opens_section(line: &str) -> bool {
     let line = line.trim();
-    is_heading(line)
-        || (line.ends_with(':')
+    let lead = |end: char| {
+        line.ends_with(end)
             && words(line).len() <= 12
-            && !line[..line.len() - 1].contains(['.', ';', '?', '!', ':']))
+            && !line[..line.len() - 1].contains(['.', ';', '?', '!', ':'])
+    };
+    is_heading(line) || lead(':') || lead('?')
 }
 
 /// Whether a text states a time (see [`times`]).
@@ -793,6 +846,19 @@ mod tests {
 
     /// A label is a capital letter after a capitalised content word; a contraction's
     /// pieces and the pronoun that follows a question's opening modal are function words.
+    /// A short question alone on its line opens the section that answers it, as a heading
+    /// does; a long one, or a sentence that asks in passing, does not.
+    #[test]
+    fn a_faq_question_opens_its_section() {
+        assert!(opens_section("How do I get on the Wi-Fi?"));
+        assert!(opens_section("Booking the 3D printers:"));
+        assert!(!opens_section("Ask at the desk. Why wait?"));
+        assert!(!opens_section(
+            "Is there anything else that you would like to know about the many services we offer here?"
+        ));
+        assert!(is_light_word("Still") && !is_light_word("fee"));
+    }
+
     #[test]
     fn labels_pronouns_and_contractions_are_told_apart() {
         assert_eq!(
@@ -801,6 +867,8 @@ mod tests {
         );
         assert_eq!(content_words("Can I renew it?"), ["renew"]);
         assert_eq!(content_words("Must I pay?"), ["pay"]);
+        // After an acronym, `I` is the pronoun.
+        assert_eq!(content_words("a DVD I borrow"), ["DVD", "borrow"]);
         assert_eq!(
             content_words("Is it free if I'm not a member?"),
             ["free", "member"]

@@ -16,8 +16,8 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
-    is_function_word, is_heading, money_amounts, states_extent, states_money, states_size, stem,
-    times, without_locators, words,
+    is_function_word, is_heading, is_light_word, money_amounts, states_extent, states_money,
+    states_size, stem, times, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -435,6 +435,9 @@ pub struct Question {
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
+    /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
+    /// "what kind of drug"): it describes the answer, which need not say it.
+    answer_type: Vec<String>,
     /// Whether the question asks for a title or a name (`What is the study called?`), which
     /// a heading states.
     asks_title: bool,
@@ -684,11 +687,29 @@ impl Question {
             .map(|(_, w)| w)
             .collect();
         let capitalised: BTreeSet<String> = capitals.iter().map(|w| stem(w)).collect();
+        // The word after `how` (`how long`, `how late`, `how much`) is the measure asked
+        // for, which the answer's kind already checks, not a word the answer must repeat;
+        // and light words (`still`, `get`, `thing`) say little of what is asked.
+        let light: BTreeSet<String> = asked_words
+            .windows(2)
+            .filter(|p| p[0] == "how")
+            .map(|p| stem(p[1]))
+            .chain(
+                asked_words
+                    .iter()
+                    .filter(|w| is_light_word(w))
+                    .map(|w| stem(w)),
+            )
+            .collect();
         let beyond: Vec<String> = terms
             .iter()
             .filter(|t| {
                 let named = ids.is_empty() && names.iter().any(|(n, _)| n == *t);
+                // A number the question states is the asker's (`I'm 70`), not what it asks.
+                let number = t.chars().all(|c| c.is_ascii_digit());
                 !named
+                    && !number
+                    && !light.contains(*t)
                     && !capitalised.contains(*t)
                     && !ids.iter().any(|id| content_stems(id).contains(t))
                     && !answer_type.contains(t)
@@ -763,6 +784,7 @@ impl Question {
             titles,
             sections,
             earlier,
+            answer_type,
             asks_title: words(&lower)
                 .iter()
                 .any(|w| ["title", "titled", "called", "name", "named", "heading"].contains(w)),
@@ -792,6 +814,13 @@ impl Question {
     #[must_use]
     pub fn qualifiers(&self) -> &[Qualifier] {
         &self.qualifiers
+    }
+
+    /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
+    /// "what kind of drug"): words that describe the answer, which a line need not state.
+    #[must_use]
+    pub fn answer_type(&self) -> &[String] {
+        &self.answer_type
     }
 
     /// The words that name the question's subject, each with its weight (the rarer, the
@@ -1208,7 +1237,12 @@ impl Question {
 /// `sunday`): a name is matched whole, never by a shared beginning (`northgate` is not
 /// `northfield`).
 fn same_name(a: &str, b: &str) -> bool {
-    a == b || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
+    // A short name's plural adds an `s` (`dvd`, `dvds`); a longer one's may also drop one.
+    let plural = |x: &str, y: &str| x.len() >= 3 && x.strip_suffix('s') == Some(y);
+    a == b
+        || plural(a, b)
+        || plural(b, a)
+        || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
 }
 
 /// What "how many" counts in `question` (lower case): the stems of the noun phrase after
@@ -1707,6 +1741,57 @@ mod tests {
         // A shared beginning is not the same name.
         assert!(!same_name("northgate", "northfield"));
         assert!(same_name("sundays", "sunday"));
+    }
+
+    /// The measure after `how`, light words (`still`) and the asker's own numbers (`I'm
+    /// 72`) are not what a line must repeat to answer; the rest of what is asked still is.
+    #[test]
+    fn the_measure_light_words_and_the_askers_numbers_need_not_be_repeated() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            (
+                "GYM",
+                "Membership rules
+Members aged 60 and over pay no joining fee.
+The front desk keeps lost goggles for 14 days.
+Lockers cost £1 per visit.",
+            ),
+            (
+                "POOL",
+                "Pool guide
+The pool opens at 07:00.",
+            ),
+            (
+                "CAFE",
+                "Cafe menu
+Soup is served from noon.",
+            ),
+            (
+                "CLUB",
+                "Club news
+The club was founded in 1990.",
+            ),
+        ] {
+            store
+                .insert(SourceDocument::new(id, "v1", true, text))
+                .unwrap();
+        }
+        let older = Question::new("I'm 72. Do I still pay a joining fee?", &store);
+        assert_eq!(
+            older.misses("Members aged 60 and over pay no joining fee."),
+            None
+        );
+        let keep = Question::new("How long does the front desk keep lost goggles?", &store);
+        assert_eq!(
+            keep.misses("The front desk keeps lost goggles for 14 days."),
+            None
+        );
+        // A line that states an amount but nothing of what is asked still does not answer.
+        let towels = Question::new("How long does the front desk keep wet towels?", &store);
+        assert!(towels.misses("Lockers cost £1 per visit.").is_some());
+        // A short name's plural is the name.
+        assert!(same_name("dvds", "dvd"));
+        assert!(!same_name("dvd", "dv"));
     }
 
     #[test]

@@ -460,12 +460,24 @@ pub fn observed_citations(
     store: &SourceStore,
     superseded: bool,
 ) -> Vec<Value> {
+    let results: Vec<&Value> = executed
+        .iter()
+        .filter_map(|call| match &call.outcome {
+            ToolOutcome::Ok { result } => Some(result),
+            _ => None,
+        })
+        .collect();
+    cited_lines(&results, store, superseded)
+}
+
+/// The lines `results` (tool results, in order) cite that `store` holds, as
+/// [`observed_citations`] reads them from a run's calls.
+#[must_use]
+pub fn cited_lines(results: &[&Value], store: &SourceStore, superseded: bool) -> Vec<Value> {
     let mut found = Vec::new();
     let mut seen = BTreeSet::new();
-    for call in executed {
-        if let ToolOutcome::Ok { result } = &call.outcome {
-            collect(result, store, superseded, &mut found, &mut seen);
-        }
+    for result in results {
+        collect(result, store, superseded, &mut found, &mut seen);
     }
     found
 }
@@ -591,7 +603,6 @@ pub fn rank_citations(
         .iter()
         .map(|c| content_stems(c.get("quote").and_then(Value::as_str).unwrap_or("")))
         .collect();
-    let least = distinct.len().clamp(1, 2);
     let n = candidates.len().max(1) as f64;
     let idf = |term: &String| {
         let df = lines.iter().filter(|l| l.contains(term)).count().max(1) as f64;
@@ -606,39 +617,16 @@ pub fn rank_citations(
             .any(|d| !d.in_force() && question.on_subject(d.source_id()));
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
-    let (ids, names) = question.subject();
-    let subject: Vec<String> = names
-        .iter()
-        .map(|(n, _)| n.clone())
-        .chain(ids.iter().flat_map(|id| content_stems(id)))
-        .collect();
+    let subject = subject_stems(question);
     let mut scored: Vec<(bool, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
         let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
-        if !question.on_subject(source)
-            || !question.citable(quote)
-            || !question.names_stated(quote, source)
-        {
+        let Ok((shared, mut spans)) = assess(question, &distinct, stems, &subject, source, quote)
+        else {
             continue;
-        }
-        // And its section's: the sentences under `Collecting and returning` are about
-        // collecting, though none says so.
-        let section = content_stems(question.section(source, quote).unwrap_or(""));
-        let set: BTreeSet<&String> = stems
-            .iter()
-            .chain(subject.iter())
-            .chain(section.iter())
-            .collect();
-        let shared: Vec<&&String> = distinct.iter().filter(|t| set.contains(**t)).collect();
-        if shared.len() < least {
-            continue;
-        }
-        let mut spans = question.spans(quote);
-        if spans.is_empty() {
-            continue;
-        }
+        };
         spans.truncate(SPANS_PER_LINE);
         // A word only the section states counts half: the section is shared by every line
         // under it, and says less about each than the line's own words.
@@ -646,7 +634,7 @@ pub fn rank_citations(
         let mut score: f64 = shared
             .iter()
             .map(|t| {
-                if own.contains(**t) {
+                if own.contains(*t) {
                     idf(t)
                 } else {
                     idf(t) / 2.0
@@ -689,6 +677,91 @@ pub fn rank_citations(
         .take(keep)
         .map(|(_, _, _, c)| c)
         .collect()
+}
+
+/// The stems that name the question's subject: its rare names and its ids' stems. A line
+/// inherits them from its source: "altered taste" answers a question about lumeditan's
+/// taste in a document about lumeditan.
+fn subject_stems(question: &Question) -> Vec<String> {
+    let (ids, names) = question.subject();
+    names
+        .iter()
+        .map(|(n, _)| n.clone())
+        .chain(ids.iter().flat_map(|id| content_stems(id)))
+        .collect()
+}
+
+/// Whether a line of `source` (`quote`, stemmed `stems`) may be offered for `question`:
+/// the words of the question (`distinct`) it shares, and the spans of it that answer, or
+/// why it may not. It is about the question's subject and states what the question names;
+/// it states something (not a heading or a question); it shares two of the question's
+/// words (or its only one) beyond those naming the kind of thing asked for, itself, through
+/// its source's subject, or its section's opening line (the
+/// sentences under `Collecting and returning` are about collecting, though none says so);
+/// and some span of it answers ([`Question::spans`]).
+fn assess<'a>(
+    question: &Question,
+    distinct: &BTreeSet<&'a String>,
+    stems: &[String],
+    subject: &[String],
+    source: &str,
+    quote: &str,
+) -> Result<(Vec<&'a String>, Vec<String>), String> {
+    if !question.on_subject(source) {
+        return Err(format!("`{source}` is not about the question's subject"));
+    }
+    if !question.citable(quote) {
+        return Err("a heading or a question states no fact".into());
+    }
+    if !question.names_stated(quote, source) {
+        return Err("it does not state a name the question asks about".into());
+    }
+    let section = content_stems(question.section(source, quote).unwrap_or(""));
+    let set: BTreeSet<&String> = stems
+        .iter()
+        .chain(subject.iter())
+        .chain(section.iter())
+        .collect();
+    let shared: Vec<&String> = distinct
+        .iter()
+        .copied()
+        .filter(|t| set.contains(*t))
+        .collect();
+    // The words that say what kind of thing is asked for (`which trial`) describe the
+    // answer, which need not repeat them; they count when stated, never against.
+    let typed = |t: &&String| question.answer_type().contains(*t);
+    let needed = distinct.iter().filter(|t| !typed(t)).count().clamp(1, 2);
+    if shared.iter().filter(|t| !typed(t)).count() < needed {
+        return Err(format!(
+            "it shares too few of the question's words ({})",
+            shared.len()
+        ));
+    }
+    let spans = question.spans(quote);
+    if spans.is_empty() {
+        return Err(format!(
+            "no span of it answers: {}",
+            question.misses(quote).unwrap_or_default()
+        ));
+    }
+    Ok((shared, spans))
+}
+
+/// Why [`rank_citations`] never offers `quote`, a line of `source`, for `question` (see
+/// [`assess`]): `None` when it may, and is then ranked against the other lines.
+#[must_use]
+pub fn refusal(question: &Question, source: &str, quote: &str) -> Option<String> {
+    let terms = content_stems(question.text());
+    let distinct: BTreeSet<&String> = terms.iter().collect();
+    assess(
+        question,
+        &distinct,
+        &content_stems(quote),
+        &subject_stems(question),
+        source,
+        quote,
+    )
+    .err()
 }
 
 /// The text an answer citing `cited` may say: one of the first line's spans, then, for each
@@ -1231,6 +1304,57 @@ mod tests {
         // A line that only names the subject does not answer; nor does another trial's.
         assert!(ask("How many sites does NCT04123456 have?").is_empty());
         assert!(ask("What does Arm A of NCT05550001 receive?").is_empty());
+    }
+
+    /// A line need not repeat the words that say what kind of thing is asked for; a line
+    /// that does not answer what is asked is still refused, and says why.
+    #[test]
+    fn the_kind_asked_for_need_not_be_repeated() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            (
+                "ZEP",
+                "Zephyr owner's guide
+The Zephyr is an electric scooter with a 250 W motor.
+Charge the Zephyr for 4 hours before the first ride.",
+            ),
+            (
+                "GYM",
+                "Gym timetable
+Studio B hosts spinning on Mondays.",
+            ),
+            (
+                "POOL",
+                "Pool rules
+Lanes are booked by the hour.",
+            ),
+            (
+                "CAFE",
+                "Cafe menu
+Soup is served from noon.",
+            ),
+        ] {
+            store
+                .insert(proviso_contract::SourceDocument::new(id, "v1", true, text))
+                .unwrap();
+        }
+        let kind = Question::new("What kind of vehicle is the Zephyr?", &store);
+        assert_eq!(
+            refusal(
+                &kind,
+                "ZEP",
+                "The Zephyr is an electric scooter with a 250 W motor."
+            ),
+            None
+        );
+        // A line that shares the name and states an amount of another measure.
+        let weight = Question::new("How heavy is the Zephyr's motor?", &store);
+        let refused = refusal(
+            &weight,
+            "ZEP",
+            "Charge the Zephyr for 4 hours before the first ride.",
+        );
+        assert!(refused.is_some());
     }
 
     #[test]
