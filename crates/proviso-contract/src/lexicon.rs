@@ -131,7 +131,7 @@ pub fn stem(word: &str) -> String {
 /// meets the word a document uses for it. General vocabulary only: no domain's terms.
 const RELATED: &[&[&str]] = &[
     &["borrow", "lend", "lent", "loan"],
-    &["cost", "price", "fee", "charge", "fine", "pay"],
+    &["cost", "price", "fee", "charge", "fine", "pay", "bill"],
     &["buy", "purchase"],
     &["start", "begin", "commence"],
     &["finish", "conclude", "complete"],
@@ -635,6 +635,19 @@ pub fn times(text: &str) -> Vec<String> {
         if MONTHS.contains(t) || WEEKDAYS.contains(&t.trim_end_matches('s')) {
             out.push((*t).to_owned());
         }
+        // A day of a month, either way round (`16 June`, `June 16`), as `16 june`: the month
+        // alone does not tell `5 June` from `16 June`.
+        if MONTHS.contains(t) {
+            let day = |w: Option<&&str>| {
+                w.filter(|w| (1..=2).contains(&w.len()) && w.chars().all(|c| c.is_ascii_digit()))
+                    .and_then(|w| w.parse::<u8>().ok())
+                    .filter(|d| (1..=31).contains(d))
+            };
+            let before = i.checked_sub(1).and_then(|j| day(tokens.get(j)));
+            if let Some(d) = before.or_else(|| day(tokens.get(i + 1))) {
+                out.push(format!("{d} {t}"));
+            }
+        }
         if ["noon", "midday", "midnight"].contains(t) {
             out.push((*t).to_owned());
         }
@@ -834,6 +847,44 @@ pub fn opens_section(line: &str) -> bool {
     is_heading(line) || lead(':') || lead('?')
 }
 
+/// Ordinals that number a floor of a building (`the second floor`, `the ground floor`).
+const ORDINALS: &[&str] = &[
+    "ground", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+    "tenth", "top", "lower", "upper",
+];
+
+/// What an ordinal numbers when it names a place: a floor, not a participant.
+const STOREYS: &[&str] = &["floor", "level", "storey", "story", "deck"];
+
+/// Whether `text` states a numbered or an ordinal place: a word and its number (`room
+/// 2.04`, `gate 12`), a number and a name (`48 Northgate Road`), or an ordinal floor (`the
+/// second floor`). Sums of money, dates and lengths of time are not places.
+#[must_use]
+pub fn states_location(text: &str) -> bool {
+    let tokens: Vec<&str> = text
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && !CURRENCY_SIGNS.contains(&c)))
+        .collect();
+    let word = |t: &str| {
+        t.chars().count() >= 2 && t.chars().all(char::is_alphabetic) && !is_function_word(t)
+    };
+    let number = |t: &str| {
+        t.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+    };
+    let timed = |t: &str| {
+        let t = t.to_lowercase();
+        MONTHS.contains(&t.as_str()) || TIME_UNITS.contains(&t.as_str()) || is_calendar_word(&t)
+    };
+    let name = |t: &str| t.chars().next().is_some_and(char::is_uppercase);
+    tokens.windows(2).any(|w| {
+        (word(w[0]) && number(w[1]) && !timed(w[0]))
+            || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
+            || (ORDINALS.contains(&w[0].to_lowercase().as_str())
+                && STOREYS.contains(&w[1].to_lowercase().as_str()))
+    })
+}
+
 /// Whether a text states a time (see [`times`]).
 #[must_use]
 pub fn states_time(text: &str) -> bool {
@@ -846,6 +897,32 @@ mod tests {
 
     /// A label is a capital letter after a capitalised content word; a contraction's
     /// pieces and the pronoun that follows a question's opening modal are function words.
+    /// A place may be numbered (`room 2.04`, `48 Northgate Road`, `the second floor`); a
+    /// count, a sum, a date or an ordinal that numbers no floor is not one.
+    #[test]
+    fn numbered_places_are_told_from_counts_sums_and_dates() {
+        assert!(states_location(
+            "The makerspace is in room 2.04 on the second floor."
+        ));
+        assert!(states_location("The office is at 48 Northgate Road."));
+        assert!(states_location("Boarding is at gate 12."));
+        assert!(!states_location("First participant was dosed at 22 sites."));
+        assert!(!states_location("A card costs £2.50."));
+        assert!(!states_location(
+            "It reopens on 14 March 2026, after 9 months."
+        ));
+    }
+
+    /// A day of a month is told from another day of the same month, either way round.
+    #[test]
+    fn a_day_of_a_month_is_a_time_of_its_own() {
+        let due = times("moved to 16 June 2025");
+        assert!(due.contains(&"16 june".to_owned()), "{due:?}");
+        assert!(times("on June 5").contains(&"5 june".to_owned()));
+        // A year after the month is no day.
+        assert!(!times("June 2025").iter().any(|t| t.ends_with(" june")));
+    }
+
     /// A short question alone on its line opens the section that answers it, as a heading
     /// does; a long one, or a sentence that asks in passing, does not.
     #[test]

@@ -16,8 +16,8 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
-    is_function_word, is_heading, is_light_word, money_amounts, states_extent, states_money,
-    states_size, stem, times, without_locators, words,
+    is_function_word, is_heading, is_light_word, money_amounts, states_extent, states_location,
+    states_money, states_size, stem, times, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -1050,16 +1050,10 @@ impl Question {
                 );
             }
             AnswerKind::Person | AnswerKind::Place => {
-                // A month or a weekday is a time, not a name.
-                let named = words(text).iter().skip(1).any(|w| {
-                    w.chars().count() >= 2
-                        && w.chars().next().is_some_and(char::is_uppercase)
-                        && w.chars().skip(1).any(char::is_lowercase)
-                        && !is_function_word(w)
-                        && !is_calendar_word(w)
-                        && !asked.contains(&stem(w))
-                });
-                if !named {
+                // A place is also a numbered or an ordinal one: `room 2.04`, `the second
+                // floor`, `48 Northgate Road`.
+                let located = self.kind == AnswerKind::Place && states_location(text);
+                if self.names_in(text) == 0 && !located {
                     return Some("the question asks for a name, and it states none".into());
                 }
             }
@@ -1094,6 +1088,23 @@ impl Question {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
+    }
+
+    /// How many names `text` states that the question does not (capitalised words after
+    /// the first, not a month or a weekday, which are times).
+    fn names_in(&self, text: &str) -> usize {
+        words(text)
+            .iter()
+            .skip(1)
+            .filter(|w| {
+                w.chars().count() >= 2
+                    && w.chars().next().is_some_and(char::is_uppercase)
+                    && w.chars().skip(1).any(char::is_lowercase)
+                    && !is_function_word(w)
+                    && !is_calendar_word(w)
+                    && !self.terms.contains(&stem(w))
+            })
+            .count()
     }
 
     /// The spans of `line` that answer the question (see [`Question::misses`]), best first:
@@ -1155,12 +1166,23 @@ impl Question {
         let short = self.kind.needs_token();
         // Otherwise the longest that still reads as one answer: a whole record is not.
         let long = |len: usize| len > LONG_SPAN;
-        found.sort_by(|a, b| {
-            b.0.cmp(&a.0).then(if short {
-                a.1.cmp(&b.1)
+        // Who: the span that names the most, so that "Tomasz Kell, Head of …" keeps the
+        // name before the role the question asked about.
+        let person = |span: &str| {
+            if self.kind == AnswerKind::Person {
+                self.names_in(span)
             } else {
-                long(a.1).cmp(&long(b.1)).then(b.1.cmp(&a.1))
-            })
+                0
+            }
+        };
+        found.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(person(b.2).cmp(&person(a.2)))
+                .then(if short {
+                    a.1.cmp(&b.1)
+                } else {
+                    long(a.1).cmp(&long(b.1)).then(b.1.cmp(&a.1))
+                })
         });
         let mut out: Vec<String> = Vec::new();
         for (_, _, span, _) in found {
@@ -1792,6 +1814,32 @@ The club was founded in 1990.",
         // A short name's plural is the name.
         assert!(same_name("dvds", "dvd"));
         assert!(!same_name("dvd", "dv"));
+    }
+
+    /// Who: the span that keeps the name before the role asked about; where: a numbered
+    /// place answers as a name does.
+    #[test]
+    fn who_keeps_the_name_and_where_may_be_numbered() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("NEWS", "Harbour news\nMarta Lindqvist, Head of Operations at Harbour Ferries, said: \"The new timetable starts in May and adds late services.\""),
+            ("MAP", "Terminal map\nThe ticket office is in room 1.12 on the ground floor."),
+            ("CAFE", "Cafe menu\nSoup is served from noon."),
+            ("CLUB", "Club news\nThe club was founded in 1990."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        let who = Question::new("Who is the head of operations?", &store);
+        let spans = who.spans("Marta Lindqvist, Head of Operations at Harbour Ferries, said: \"The new timetable starts in May and adds late services.\"");
+        assert!(spans[0].starts_with("Marta Lindqvist"), "{spans:?}");
+        let place = Question::new("Where in the terminal is the ticket office?", &store);
+        assert_eq!(
+            place.misses("The ticket office is in room 1.12 on the ground floor."),
+            None
+        );
+        assert!(place
+            .misses("The ticket office sells day returns.")
+            .is_some());
     }
 
     #[test]

@@ -669,7 +669,15 @@ pub fn rank_citations(
     if scored.is_empty() {
         return Vec::new();
     }
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
+    // Among lines that share as much, the shorter says it with less else around it (a
+    // sentence before a list of a branch's facilities); then the first found.
+    let length = |c: &Citable| c.citation["quote"].as_str().map_or(0, str::len);
+    scored.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(b.1.total_cmp(&a.1))
+            .then(length(&a.3).cmp(&length(&b.3)))
+            .then(a.2.cmp(&b.2))
+    });
     let best = scored[0].1;
     scored
         .into_iter()
@@ -1347,6 +1355,30 @@ Soup is served from noon.",
             ),
             None
         );
+        // Of two lines that share as much, the shorter comes first.
+        let candidates: Vec<Value> = [
+            "The Zephyr's kit has the charger, the lock, the bell, a pump, a bag and 2 keys.",
+            "The Zephyr's charger is in pocket 2 of the kit.",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, q)| json!({"quote": q, "source_id": "KIT", "version": "v1", "line_start": i + 2, "line_end": i + 2}))
+        .collect();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "KIT",
+                "v1",
+                true,
+                &format!(
+                    "Zephyr kit\n{}\n{}",
+                    candidates[0]["quote"].as_str().unwrap(),
+                    candidates[1]["quote"].as_str().unwrap()
+                ),
+            ))
+            .unwrap();
+        let charger = Question::new("Where in the Zephyr's kit is the charger?", &store);
+        let ranked = rank_citations(&candidates, &charger, &store, 2);
+        assert_eq!(ranked[0].citation["line_start"], 3, "{ranked:?}");
         // A line that shares the name and states an amount of another measure.
         let weight = Question::new("How heavy is the Zephyr's motor?", &store);
         let refused = refusal(
