@@ -562,7 +562,7 @@ impl Question {
             .filter(|t| sources.values().any(|s| s.2.contains(t.as_str())))
             .collect();
         let limit = (sources.len() / 4).max(1);
-        let names: Vec<(String, f64)> = if sources.len() < 4 {
+        let mut names: Vec<(String, f64)> = if sources.len() < 4 {
             Vec::new()
         } else {
             terms
@@ -648,6 +648,9 @@ impl Question {
         } else {
             BTreeSet::new()
         };
+        // Nor do they name its subject: "the old rules" asks about every source's earlier
+        // version, not about the one source whose title says `rules`.
+        names.retain(|(n, _)| !version_words.contains(n));
         // What the question asks beyond its subject (`sites` in "How many sites does
         // CALM-PREVENT have?"). Not part of it: the subject (its ids when it names one, else
         // its rare names), the word after `which` or `what` (the kind of thing asked for:
@@ -956,7 +959,7 @@ impl Question {
         if text.trim().ends_with(':') {
             return Some("it introduces what follows and states nothing itself".into());
         }
-        let stated = Qualifier::all_in(text);
+        let stated = self.stated_qualifiers(text);
         for q in &self.qualifiers {
             if !stated.contains(q) {
                 return Some(format!("it does not state {}", q.describe()));
@@ -1088,6 +1091,43 @@ impl Question {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
+    }
+
+    /// The qualifiers `text` states. A record keyed by a bare label (`A: 5 mg …`, `2: …`)
+    /// states that label of each series the question asks about: `Arm A` in a list of arms
+    /// written `A:`, `B:`.
+    fn stated_qualifiers(&self, text: &str) -> Vec<Qualifier> {
+        let mut stated = Qualifier::all_in(text);
+        if let Some(label) = bare_label(text) {
+            for q in &self.qualifiers {
+                if let Qualifier::Label { head, .. } = q {
+                    let keyed = Qualifier::Label {
+                        head: head.clone(),
+                        value: label.clone(),
+                    };
+                    if !stated.contains(&keyed) {
+                        stated.push(keyed);
+                    }
+                }
+            }
+        }
+        stated
+    }
+
+    /// The stems of the question's qualifiers that `text` states (`arm` and `a` for a
+    /// question about `Arm A` and a record keyed `A:`): words it shares with the question,
+    /// though it does not write them.
+    #[must_use]
+    pub fn qualifier_stems(&self, text: &str) -> Vec<String> {
+        let stated = self.stated_qualifiers(text);
+        self.qualifiers
+            .iter()
+            .filter(|q| stated.contains(q))
+            .flat_map(|q| match q {
+                Qualifier::Label { head, value } => [head.clone(), stem(value)],
+                Qualifier::Amount { value, unit } => [value.clone(), unit.clone()],
+            })
+            .collect()
     }
 
     /// How many names `text` states that the question does not (capitalised words after
@@ -1253,6 +1293,15 @@ impl Question {
         }
         out
     }
+}
+
+/// The label a line opens with when it is a record keyed by one (`A: lumeditan 5 mg`,
+/// `3: …`): one capital letter or a short number, then a colon, lower case.
+fn bare_label(text: &str) -> Option<String> {
+    let (key, _) = text.trim_start().split_once(':')?;
+    let letter = key.len() == 1 && key.chars().all(|c| c.is_ascii_uppercase());
+    let number = (1..=2).contains(&key.len()) && key.chars().all(|c| c.is_ascii_digit());
+    (letter || number).then(|| key.to_lowercase())
 }
 
 /// Whether two lower-case words write the same name, one perhaps as a plural (`sundays`,
@@ -1840,6 +1889,33 @@ The club was founded in 1990.",
         assert!(place
             .misses("The ticket office sells day returns.")
             .is_some());
+    }
+
+    /// A record keyed by a bare label (`B: …`) states that label of the series asked
+    /// about, and another bare label is a sibling.
+    #[test]
+    fn a_record_keyed_by_a_bare_label_states_it() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("RUN", "Dosing study\nArm A: oralin 5 mg; Arm B: oralin 10 mg.\nA: oralin 5 mg receives one tablet daily.\nB: oralin 10 mg receives two tablets daily."),
+            ("CAFE", "Cafe menu\nSoup is served from noon."),
+            ("CLUB", "Club news\nThe club was founded in 1990."),
+            ("POOL", "Pool guide\nThe pool opens at 07:00."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        let q = Question::new("What does arm B of the dosing study receive?", &store);
+        assert_eq!(
+            q.misses("B: oralin 10 mg receives two tablets daily."),
+            None
+        );
+        assert!(q
+            .misses("A: oralin 5 mg receives one tablet daily.")
+            .is_some_and(|why| why.contains("`arm… b`")));
+        assert_eq!(
+            q.qualifier_stems("B: oralin 10 mg receives two tablets daily."),
+            ["arm", "b"]
+        );
     }
 
     #[test]

@@ -704,7 +704,8 @@ fn subject_stems(question: &Question) -> Vec<String> {
 /// why it may not. It is about the question's subject and states what the question names;
 /// it states something (not a heading or a question); it shares two of the question's
 /// words (or its only one) beyond those naming the kind of thing asked for, itself, through
-/// its source's subject, or its section's opening line (the
+/// its source's subject, the qualifiers it states (a record keyed `A:` states `Arm A`), or
+/// its section's opening line (the
 /// sentences under `Collecting and returning` are about collecting, though none says so);
 /// and some span of it answers ([`Question::spans`]).
 fn assess<'a>(
@@ -725,10 +726,12 @@ fn assess<'a>(
         return Err("it does not state a name the question asks about".into());
     }
     let section = content_stems(question.section(source, quote).unwrap_or(""));
+    let qualified = question.qualifier_stems(quote);
     let set: BTreeSet<&String> = stems
         .iter()
         .chain(subject.iter())
         .chain(section.iter())
+        .chain(qualified.iter())
         .collect();
     let shared: Vec<&String> = distinct
         .iter()
