@@ -474,11 +474,17 @@ fn summary(bank: &Path, split: &str, rows: &[(String, Outcome, f64, bool, bool)]
     let mut times: Vec<f64> = rows.iter().map(|r| r.2).collect();
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
+    // `--harness` runs no model, so it has no time to report.
+    let timed = if median > 0.0 {
+        format!(" · median {median:.1} s per question")
+    } else {
+        String::new()
+    };
     let answerable: Vec<_> = rows.iter().filter(|r| r.4).collect();
     let recalled = answerable.iter().filter(|r| r.3).count();
     let right = rows.iter().filter(|r| r.1 == Outcome::Right).count();
     text.push_str(&format!(
-        "\nright {right} of {} ({:.0}%) · median {median:.1} s per question · retrieval recall@5 (the question's own words) {recalled} of {} ({:.0}%)\n",
+        "\nright {right} of {} ({:.0}%){timed} · retrieval recall@5 (the question's own words) {recalled} of {} ({:.0}%)\n",
         rows.len(),
         100.0 * right as f64 / rows.len().max(1) as f64,
         answerable.len(),
