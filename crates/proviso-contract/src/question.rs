@@ -1296,9 +1296,10 @@ impl Question {
 }
 
 /// The label a line opens with when it is a record keyed by one (`A: lumeditan 5 mg`,
-/// `3: …`): one capital letter or a short number, then a colon, lower case.
+/// `3: …`): one capital letter or a short number, then a colon and a space (`12:30` is a
+/// time), lower case.
 fn bare_label(text: &str) -> Option<String> {
-    let (key, _) = text.trim_start().split_once(':')?;
+    let (key, _) = text.trim_start().split_once(": ")?;
     let letter = key.len() == 1 && key.chars().all(|c| c.is_ascii_uppercase());
     let number = (1..=2).contains(&key.len()) && key.chars().all(|c| c.is_ascii_digit());
     (letter || number).then(|| key.to_lowercase())
@@ -1916,6 +1917,9 @@ The club was founded in 1990.",
             q.qualifier_stems("B: oralin 10 mg receives two tablets daily."),
             ["arm", "b"]
         );
+        // A clock time is no label.
+        assert_eq!(bare_label("12:30 doses are given with food."), None);
+        assert_eq!(bare_label("B: oralin 10 mg").as_deref(), Some("b"));
     }
 
     #[test]
