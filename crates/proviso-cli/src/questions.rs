@@ -19,7 +19,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use proviso::contract::{Question, SourceStore};
 use proviso::decode::{CompileOptions, Sampling};
-use proviso::harness::{steer, Agent, RunEnd};
+use proviso::harness::steer::{self, Citable};
+use proviso::harness::{Agent, RunEnd};
 use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{LocalModel, LocalProposer};
@@ -141,15 +142,19 @@ impl Corpora {
 
     /// The texts of the five best lines for the question's own words.
     fn top_lines(&self, case: &Value) -> Vec<String> {
-        let results = self.search(case);
-        // Every search tool returns its hits as `{"results": [{"text", ...}]}`.
-        results["results"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|hit| hit["text"].as_str().map(str::to_owned))
-            .collect()
+        hit_texts(&self.search(case))
     }
+}
+
+/// The texts of a search's hits: every search tool returns them as
+/// `{"results": [{"text", ...}]}`.
+fn hit_texts(results: &Value) -> Vec<String> {
+    results["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|hit| hit["text"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// What `proviso eval questions` was asked to run.
@@ -233,56 +238,37 @@ pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
         let asked = Question::new(question, store);
         let earlier = asked.asks_earlier_version();
         let found = corpora.search(case);
-        let mut results = vec![found.clone()];
-        let mut ranked = steer::rank_citations(
-            &steer::cited_lines(&[&found], store, earlier),
-            &asked,
-            store,
-            1,
-        );
-        let mut read = None;
-        if ranked.is_empty() {
-            read = next_source(&found, &asked, store);
-            if let Some(doc) = read.and_then(|(source, version)| {
-                store
-                    .versions(source)
-                    .iter()
-                    .find(|d| d.version() == version)
-            }) {
-                let lines: Vec<Value> = doc
-                    .lines()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| json!({"line": i + 1, "text": t}))
-                    .collect();
-                results.push(
-                    json!({"source_id": doc.source_id(), "version": doc.version(),
-                    "lines": lines}),
-                );
-                let refs: Vec<&Value> = results.iter().collect();
-                ranked = steer::rank_citations(
-                    &steer::cited_lines(&refs, store, earlier),
-                    &asked,
-                    store,
-                    1,
-                );
-            }
-        }
-        let answer = ranked.first().map(|c| {
-            let span = c.spans.first().cloned().unwrap_or_default();
-            if c.superseded {
-                let version = c.citation["version"].as_str().unwrap_or_default();
-                format!("{version} (superseded): {span}")
-            } else {
-                span
-            }
+        let rank = |results: &[&Value]| {
+            let observed = steer::cited_lines(results, store, earlier);
+            let ranked = steer::rank_citations(&observed, &asked, store, 1);
+            (observed, ranked)
+        };
+        let (mut observed, mut ranked) = rank(&[&found]);
+        let read = if ranked.is_empty() {
+            next_source(&found, &asked, store)
+        } else {
+            None
+        };
+        let whole = read.and_then(|(source, version)| {
+            store
+                .versions(source)
+                .iter()
+                .find(|d| d.version() == version)
         });
+        if let Some(doc) = whole {
+            let lines: Vec<Value> = doc
+                .lines()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"line": i + 1, "text": t}))
+                .collect();
+            let read = json!({"source_id": doc.source_id(), "version": doc.version(),
+                "lines": lines});
+            (observed, ranked) = rank(&[&found, &read]);
+        }
+        let answer = ranked.first().map(Citable::first_answer);
         let cited = ranked.first().map(|c| c.citation.clone());
         // Why each line stating an expected fact was not the one offered.
-        let observed: Vec<Value> = {
-            let refs: Vec<&Value> = results.iter().collect();
-            steer::cited_lines(&refs, store, earlier)
-        };
         let facts = strings(case, "facts");
         let mut fact_lines = Vec::new();
         for doc in store.documents() {
@@ -301,6 +287,8 @@ pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
                 );
             }
         }
+        // The store's documents come in no fixed order; the output has one.
+        fact_lines.sort_by(|a, b| a["source"].as_str().cmp(&b["source"].as_str()));
         let (outcome, text) = score_text(case, answer);
         let kind = case["kind"].as_str().unwrap_or("other").to_owned();
         if !matches!(outcome, Outcome::Right) {
@@ -315,7 +303,7 @@ pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
             "answer": text, "cited": cited, "read": read.map(|(s, v)| format!("{s} {v}")),
             "fact_lines": fact_lines, "asked": asked}),
         );
-        let recalled = recalled(case, &corpora.top_lines(case));
+        let recalled = recalled(case, &hit_texts(&found));
         rows.push((kind, outcome, 0.0, recalled, answerable));
     }
     run.write(&lines)?;

@@ -575,6 +575,33 @@ pub struct Citable {
     pub superseded: bool,
 }
 
+impl Citable {
+    /// What an answer citing this line says before its span: its version, when that is no
+    /// longer in force (`v1 (superseded): `), so that the answer names it; else nothing.
+    #[must_use]
+    pub fn version_named(&self) -> String {
+        if !self.superseded {
+            return String::new();
+        }
+        let version = self
+            .citation
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        format!("{version} (superseded): ")
+    }
+
+    /// The answer that states this line's best span, as the answer grammar would write it.
+    #[must_use]
+    pub fn first_answer(&self) -> String {
+        format!(
+            "{}{}",
+            self.version_named(),
+            self.spans.first().map_or("", String::as_str)
+        )
+    }
+}
+
 /// Most answer spans offered per cited line.
 const SPANS_PER_LINE: usize = 3;
 
@@ -784,16 +811,7 @@ fn span_pattern(cited: &[&Citable], max_spans: usize) -> String {
     let groups: Vec<String> = cited
         .iter()
         .map(|c| {
-            let prefix = if c.superseded {
-                let version = c
-                    .citation
-                    .get("version")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                regex_escape(&format!("{version} (superseded): "))
-            } else {
-                String::new()
-            };
+            let prefix = regex_escape(&c.version_named());
             let alternatives: Vec<String> = c.spans.iter().map(|s| regex_escape(s)).collect();
             format!("{prefix}(?:{})", alternatives.join("|"))
         })
