@@ -14,9 +14,11 @@ use proviso::harness::{Event, JsonlTrace, Observer, RunEnd, ToolOutcome};
 use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{GateStatus, Intent, LocalModel, LocalProposer, Verdict};
+use proviso_demo::index::{QueryLikelihood, Rerank};
 use proviso_demo::DemoKind;
 use proviso_mcp::{Hub, Limits, McpConfig, ToolPolicy, Toolset};
 use serde_json::Value;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum AgentChoice {
@@ -61,8 +63,13 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         DemoKind::Trials => CallFormat::Hermes,
         DemoKind::Travel => CallFormat::Envelope,
     });
-    let agent = proviso_demo::agent(kind, format)?;
-    execute(&agent, &question, kind.name(), format, &args.run)
+    execute(
+        |rerank| Ok(proviso_demo::agent_with(kind, format, Some(rerank))?),
+        &question,
+        kind.name(),
+        format,
+        &args.run,
+    )
 }
 
 /// `proviso agent [--docs DIR] [--mcp CONFIG.json] [--policy P.json] QUESTION`: an agent over
@@ -100,9 +107,11 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
         None => None,
     };
     if let (Some(base), None, None) = (&base, &args.mcp, &args.policy) {
-        let agent = proviso_demo::docs_agent(base.clone())?;
         return execute(
-            &agent,
+            |rerank| {
+                base.rerank_with(rerank);
+                Ok(proviso_demo::docs_agent(base.clone())?)
+            },
             &args.question,
             "docs",
             CallFormat::Envelope,
@@ -146,14 +155,18 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
         toolbox = declared.toolset.bind(toolbox, &declared.specs)?;
         hub = Some(connected);
     }
-    let agent = proviso_demo::own_agent(base, toolbox, policy.policy)?;
     let name = match (&args.docs, &args.mcp) {
         (Some(_), Some(_)) => "docs+mcp",
         (None, Some(_)) => "mcp",
         _ => "docs",
     };
     let result = execute(
-        &agent,
+        |rerank| {
+            if let Some(base) = &base {
+                base.rerank_with(rerank);
+            }
+            Ok(proviso_demo::own_agent(base, toolbox, policy.policy)?)
+        },
         &args.question,
         name,
         CallFormat::Envelope,
@@ -185,16 +198,28 @@ pub(crate) struct RunFlags {
     json: bool,
 }
 
-/// Runs `agent` on the local model, printing each step (or, with `json`, the end as one
-/// JSON line) and writing the trace when asked.
+/// A re-ranker of search results over `local` ([`QueryLikelihood`]), in a context of its
+/// own: a search scores at most [`proviso_demo::index::RERANK_POOL`] short lines.
+pub(crate) fn reranker(local: &LocalModel) -> Result<Arc<dyn Rerank>> {
+    let engine = local.engine(RunOptions::default().n_ctx(512))?;
+    Ok(Arc::new(QueryLikelihood::new(
+        Box::new(engine),
+        local.tokenizer().clone(),
+    )))
+}
+
+/// Builds the agent with `build` (given the local model's re-ranker) and runs it on the
+/// local model, printing each step (or, with `json`, the end as one JSON line) and writing
+/// the trace when asked.
 fn execute(
-    agent: &proviso::harness::Agent,
+    build: impl FnOnce(Arc<dyn Rerank>) -> Result<proviso::harness::Agent>,
     question: &str,
     name: &str,
     format: CallFormat,
     args: &RunFlags,
 ) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
+    let agent = &build(reranker(&local)?)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {
         Sampling::greedy()

@@ -43,6 +43,11 @@ pub(crate) enum EvalCommand {
         /// reads next when they answer nothing), scored like an accepted answer.
         #[arg(long, conflicts_with = "retrieval")]
         harness: bool,
+        /// Rank search results by BM25 alone, without the model's re-ranking (the agent
+        /// always re-ranks; this measures what the re-ranker adds, and needs no model with
+        /// --retrieval or --harness).
+        #[arg(long)]
+        bm25: bool,
     },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
@@ -129,6 +134,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             out,
             retrieval,
             harness,
+            bm25,
         } => {
             let run = crate::questions::Run {
                 bank,
@@ -136,6 +142,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
                 split,
                 limit: *limit,
                 out: out.as_deref(),
+                rerank: !*bm25,
             };
             if *retrieval {
                 crate::questions::retrieval(&run)?;

@@ -117,9 +117,11 @@ impl Corpora {
         })
     }
 
-    /// The search tool's result for the question's own words: its five best lines.
+    /// The search tool's result for the question's own words, as the agent's first search
+    /// writes them ([`steer::first_queries`]): its five best lines.
     fn search(&self, case: &Value) -> Value {
-        let question = case["question"].as_str().unwrap_or_default();
+        let queries = steer::first_queries(case["question"].as_str().unwrap_or_default());
+        let question = queries.first().map_or("", String::as_str);
         match &self.docs {
             Some(base) => base.search(question, 5),
             None => match case["corpus"].as_str() {
@@ -164,11 +166,14 @@ pub(crate) struct Run<'a> {
     pub(crate) split: &'a str,
     pub(crate) limit: Option<usize>,
     pub(crate) out: Option<&'a Path>,
+    /// Whether searches re-rank their best lines with the local model, as the agent does.
+    pub(crate) rerank: bool,
 }
 
 impl Run<'_> {
-    /// The bank's questions of the split (the first `limit`), and the corpora they are about.
-    fn load(&self) -> Result<(Vec<Value>, Corpora)> {
+    /// The bank's questions of the split (the first `limit`), and the corpora they are about,
+    /// their searches re-ranked over `local` when the run re-ranks.
+    fn load(&self, local: Option<&LocalModel>) -> Result<(Vec<Value>, Corpora)> {
         let bank = self.bank;
         let text =
             std::fs::read_to_string(bank).with_context(|| format!("reading {}", bank.display()))?;
@@ -193,7 +198,24 @@ impl Run<'_> {
             trials: Arc::new(TrialCorpus::bundled()),
             travel: Arc::new(PolicyBase::bundled()?),
         };
+        if let Some(local) = local.filter(|_| self.rerank) {
+            let rerank = crate::demo::reranker(local)?;
+            if let Some(docs) = &corpora.docs {
+                docs.rerank_with(rerank.clone());
+            }
+            corpora.trials.rerank_with(rerank.clone());
+            corpora.travel.rerank_with(rerank);
+        }
         Ok((cases, corpora))
+    }
+
+    /// The local model, when searches re-rank with it.
+    fn local(&self) -> Result<Option<LocalModel>> {
+        Ok(if self.rerank {
+            Some(LocalModel::open(None, &mut crate::model::report_progress)?)
+        } else {
+            None
+        })
     }
 
     /// Writes one JSON line per question to `--out`, when given.
@@ -228,7 +250,8 @@ fn recalled(case: &Value, top: &[String]) -> bool {
 /// its spans, so this measures the ranking and the answer rules, which the model cannot
 /// repair, in a second for a whole bank.
 pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
-    let (cases, corpora) = run.load()?;
+    let local = run.local()?;
+    let (cases, corpora) = run.load(local.as_ref())?;
     let mut lines = Vec::new();
     let mut rows: Vec<(String, Outcome, f64, bool, bool)> = Vec::new();
     for case in &cases {
@@ -350,7 +373,8 @@ fn next_source<'a>(
 
 /// `--retrieval`: recall@5 per kind, without the model.
 pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
-    let (cases, corpora) = run.load()?;
+    let local = run.local()?;
+    let (cases, corpora) = run.load(local.as_ref())?;
     let mut lines = Vec::new();
     let mut kinds: std::collections::BTreeMap<String, (usize, usize)> =
         std::collections::BTreeMap::new();
@@ -395,8 +419,8 @@ pub(crate) fn retrieval(run: &Run<'_>) -> Result<()> {
 }
 
 pub(crate) fn run(run: &Run<'_>) -> Result<()> {
-    let (cases, corpora) = run.load()?;
     let local = LocalModel::open(None, &mut crate::model::report_progress)?;
+    let (cases, corpora) = run.load(Some(&local))?;
     let mut lines = Vec::new();
     let mut rows: Vec<(String, Outcome, f64, bool, bool)> = Vec::new();
     for case in &cases {

@@ -89,6 +89,23 @@ pub trait Engine: Send {
     fn decode(&mut self, tokens: &[TokenId]) -> Result<(), EngineError>;
     /// The logits after the last [`Engine::decode`], one per token id.
     fn logits(&self) -> &[f32];
+    /// Appends `tokens` to the context and returns the log-probability the model gave each
+    /// of them where it stood: how likely the model finds a text after the context. The
+    /// context must not be empty (the first token is scored by the logits before it). The
+    /// default feeds one token at a time; a runtime that computes the logits of every
+    /// position in one pass overrides it.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] if the runtime fails, the context is full or empty.
+    fn score(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>, EngineError> {
+        let mut scores = Vec::with_capacity(tokens.len());
+        for &token in tokens {
+            scores.push(log_probability(self.logits(), token)?);
+            self.decode(&[token])?;
+        }
+        Ok(scores)
+    }
     /// How many tokens the context holds.
     fn len(&self) -> usize;
     /// Whether the context holds no token.
@@ -123,10 +140,30 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     fn logits(&self) -> &[f32] {
         (**self).logits()
     }
+    fn score(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>, EngineError> {
+        (**self).score(tokens)
+    }
     fn len(&self) -> usize {
         (**self).len()
     }
     fn capacity(&self) -> usize {
         (**self).capacity()
     }
+}
+
+/// The log-probability of `token` under `logits` (a log-softmax at one index).
+///
+/// # Errors
+///
+/// [`EngineError::Runtime`] when there are no logits (an empty context) or the token is out
+/// of the vocabulary.
+pub fn log_probability(logits: &[f32], token: TokenId) -> Result<f32, EngineError> {
+    let Some(&at) = logits.get(token as usize) else {
+        return Err(EngineError::Runtime(format!(
+            "no logit for token {token} (the context is empty or the token is unknown)"
+        )));
+    };
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|l| (l - max).exp()).sum();
+    Ok(at - max - sum.ln())
 }

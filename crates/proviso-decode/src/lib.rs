@@ -20,7 +20,7 @@ pub use constraint::{
     strip_extensions, CompileOptions, Compiled, Constrainer, ConstraintError, ConstraintSpec,
     TextChecker,
 };
-pub use engine::{Engine, EngineError, TokenId, TokenInfo, Tokenizer};
+pub use engine::{log_probability, Engine, EngineError, TokenId, TokenInfo, Tokenizer};
 pub use generate::{
     GenerateError, GenerateOptions, Generation, Generator, RepetitionLimit, Stats, StopReason,
     TokenLogprob,

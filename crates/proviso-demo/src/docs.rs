@@ -247,6 +247,11 @@ impl DocsBase {
         })
     }
 
+    /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
+    pub fn rerank_with(&self, rerank: Arc<dyn crate::index::Rerank>) {
+        self.index.rerank_with(rerank);
+    }
+
     /// The versions read, one per file.
     #[must_use]
     pub fn sources(&self) -> &[SourceInfo] {
@@ -277,7 +282,7 @@ impl DocsBase {
     pub fn search(&self, query: &str, limit: usize) -> Value {
         let hits: Vec<Value> = self
             .index
-            .search(query, limit)
+            .search_where(query, limit, |_| true, |i| self.lines[i].text.as_str())
             .into_iter()
             .map(|h| {
                 let line = &self.lines[h.index];
@@ -619,7 +624,7 @@ pub fn toolbox(base: Arc<DocsBase>) -> Result<Toolbox, ToolError> {
                 "Full-text search over every document and version. Returns the best matching lines with their source id, version, line number and whether that version is in force.",
                 IntentClass::Read,
                 json!({"type": "object", "properties": {
-                    "query": {"type": "string", "minLength": 2, "maxLength": 120}},
+                    "query": {"type": "string", "minLength": 2, "maxLength": 200}},
                     "required": ["query"], "additionalProperties": false}),
             ),
             move |a| Ok(search.search(a.get("query").and_then(Value::as_str).unwrap_or_default(), 5)),

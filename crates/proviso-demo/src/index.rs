@@ -1,7 +1,95 @@
 //! A full-text index: English tokenization with stemming and stop words, ranked by BM25 (the
-//! `bm25` crate), with a deterministic order for ties.
+//! `bm25` crate), with a deterministic order for ties; and, when a model is at hand, its
+//! best candidates re-ranked by how likely the model finds the query after each
+//! ([`QueryLikelihood`]), fused with the BM25 order.
+
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bm25::{Language, SearchEngine, SearchEngineBuilder};
+use proviso_decode::{Engine, EngineError, TokenId, Tokenizer};
+
+/// How many of BM25's best candidates a re-ranker orders: the model reads each, so the pool
+/// bounds a search's cost (about 50 tokens of prompt each).
+pub const RERANK_POOL: usize = 10;
+
+/// The constant of reciprocal-rank fusion: a line's fused score is `1/(k + rank)` summed
+/// over the two orders, so neither order's first place outweighs agreement.
+const FUSION_K: f64 = 10.0;
+
+/// Scores candidate lines against a query: a higher score, a line more likely to answer it.
+pub trait Rerank: Send + Sync + std::fmt::Debug {
+    /// One score per line.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] when the model fails; the search then keeps the BM25 order.
+    fn scores(&self, query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError>;
+}
+
+/// Query likelihood: the log-probability a language model gives the query as the question
+/// a line answers (unsupervised passage re-ranking). It finds what words do not share: a
+/// line saying `on loan` for a question saying `checked out`. Line and query are tokenized
+/// as text, never as control tokens.
+pub struct QueryLikelihood {
+    engine: Mutex<Box<dyn Engine>>,
+    tokenizer: Arc<dyn Tokenizer>,
+}
+
+impl std::fmt::Debug for QueryLikelihood {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryLikelihood").finish_non_exhaustive()
+    }
+}
+
+/// The prompt around a line and the query, as (before the line, between line and query).
+const FRAME: (&str, &str) = ("Document: ", "\nQuestion this answers:");
+
+impl QueryLikelihood {
+    /// A re-ranker over its own engine (a context of its own, so a search never disturbs a
+    /// generation's cache).
+    #[must_use]
+    pub fn new(engine: Box<dyn Engine>, tokenizer: Arc<dyn Tokenizer>) -> Self {
+        Self {
+            engine: Mutex::new(engine),
+            tokenizer,
+        }
+    }
+}
+
+impl Rerank for QueryLikelihood {
+    fn scores(&self, query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError> {
+        let mut engine = self
+            .engine
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        engine.acquire()?;
+        let text = |t: &str| self.tokenizer.tokenize(t.as_bytes(), false);
+        let mut head: Vec<TokenId> = self.tokenizer.bos().into_iter().collect();
+        head.extend(text(FRAME.0));
+        let between = text(FRAME.1);
+        let asked = text(&format!(" {}", query.trim()));
+        let mut scores = Vec::with_capacity(lines.len());
+        for line in lines {
+            // The frame's start is fed once and kept: only the line and what follows are new.
+            if engine.history().starts_with(&head) {
+                engine.truncate(head.len())?;
+            } else {
+                engine.reset()?;
+                engine.decode(&head)?;
+            }
+            let mut prompt = text(line);
+            prompt.extend_from_slice(&between);
+            let room = engine
+                .capacity()
+                .saturating_sub(head.len() + asked.len() + 1);
+            prompt.truncate(room);
+            engine.decode(&prompt)?;
+            scores.push(engine.score(&asked)?.iter().sum());
+        }
+        engine.release();
+        Ok(scores)
+    }
+}
 
 /// A BM25 index over short documents identified by their position.
 pub struct TextIndex {
@@ -9,6 +97,8 @@ pub struct TextIndex {
     len: usize,
     /// Every word the documents use, lower case.
     vocabulary: std::collections::HashSet<String>,
+    /// The re-ranker, once one is given.
+    rerank: OnceLock<Arc<dyn Rerank>>,
 }
 
 impl std::fmt::Debug for TextIndex {
@@ -48,7 +138,48 @@ impl TextIndex {
             engine: SearchEngineBuilder::<u32>::with_documents(Language::English, docs).build(),
             len: documents.len(),
             vocabulary,
+            rerank: OnceLock::new(),
         }
+    }
+
+    /// Re-ranks every later search's best candidates with `rerank` (the first one given
+    /// stays).
+    pub fn rerank_with(&self, rerank: Arc<dyn Rerank>) {
+        let _ = self.rerank.set(rerank);
+    }
+
+    /// The best `limit` documents for `query` among those `keep` accepts: BM25's order, or,
+    /// with a re-ranker, BM25's best [`RERANK_POOL`] re-ordered by reciprocal-rank fusion of
+    /// BM25's order and the re-ranker's (ties keep BM25's order). `text` gives a document's
+    /// own text, which the re-ranker reads.
+    #[must_use]
+    pub fn search_where<'a>(
+        &self,
+        query: &str,
+        limit: usize,
+        keep: impl Fn(usize) -> bool,
+        text: impl Fn(usize) -> &'a str,
+    ) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self
+            .search(query, self.len)
+            .into_iter()
+            .filter(|h| keep(h.index))
+            .collect();
+        if let Some(rerank) = self.rerank.get() {
+            let pool = hits.len().min(RERANK_POOL.max(limit));
+            let texts: Vec<&str> = hits[..pool].iter().map(|h| text(h.index)).collect();
+            match rerank.scores(query, &texts) {
+                Ok(scores) => {
+                    let order = fuse(&scores);
+                    let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
+                    hits.splice(..pool, reordered);
+                }
+                // A failing model leaves BM25's order: the search still answers.
+                Err(e) => tracing::warn!(error = %e, "re-ranking failed; BM25 order kept"),
+            }
+        }
+        hits.truncate(limit);
+        hits
     }
 
     /// The best `limit` documents for `query`; documents sharing no term with it are left
@@ -86,9 +217,98 @@ impl TextIndex {
     }
 }
 
+/// The order of candidates (given in BM25's order) by reciprocal-rank fusion of that order
+/// and `scores`' (higher first); ties keep BM25's order.
+fn fuse(scores: &[f32]) -> Vec<usize> {
+    let mut by_score: Vec<usize> = (0..scores.len()).collect();
+    by_score.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    let mut fused = vec![0.0_f64; scores.len()];
+    for (rank, &i) in by_score.iter().enumerate() {
+        fused[i] = 1.0 / (FUSION_K + rank as f64) + 1.0 / (FUSION_K + i as f64);
+    }
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| fused[b].total_cmp(&fused[a]).then(a.cmp(&b)));
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proviso_decode::testing::{ByteTokenizer, ScriptedEngine};
+
+    /// A model that expects a question written in `x`s and the letters of `cards checked
+    /// out` after a line saying `words`, and nothing in particular after any other line.
+    fn expects_after(words: &'static str) -> QueryLikelihood {
+        let engine = ScriptedEngine::new(
+            4096,
+            Box::new(move |context: &[TokenId]| {
+                let bytes: Vec<u8> = context.iter().map(|&t| t as u8).collect();
+                let mut logits = vec![0.0; ByteTokenizer::VOCAB];
+                if bytes.windows(words.len()).any(|w| w == words.as_bytes()) {
+                    for b in "x cardsheckout".bytes() {
+                        logits[usize::from(b)] = 5.0;
+                    }
+                }
+                logits
+            }),
+        );
+        QueryLikelihood::new(Box::new(engine), ByteTokenizer::shared())
+    }
+
+    #[test]
+    fn query_likelihood_scores_the_line_the_model_expects_the_question_after() {
+        let rerank = expects_after("on loan");
+        let scores = rerank
+            .scores(
+                "xxxx",
+                &[
+                    "Cards are free.",
+                    "Up to 20 items on loan.",
+                    "Cards are free.",
+                ],
+            )
+            .unwrap();
+        assert!(scores[1] > scores[0], "{scores:?}");
+        // The same line scores the same, whatever was read before it.
+        assert!((scores[0] - scores[2]).abs() < 1e-4, "{scores:?}");
+    }
+
+    #[test]
+    fn fusion_keeps_agreement_and_lifts_what_the_model_prefers() {
+        // The model agrees with BM25: nothing moves.
+        assert_eq!(fuse(&[3.0, 2.0, 1.0]), vec![0, 1, 2]);
+        // The model prefers BM25's last of five: it rises, above lines both rank low.
+        let order = fuse(&[5.0, 1.0, 2.0, 3.0, 9.0]);
+        assert_eq!(order[0], 0, "BM25's first, the model's second, stays first");
+        assert_eq!(order[1], 4);
+        // Equal scores keep BM25's order.
+        assert_eq!(fuse(&[1.0, 1.0, 1.0]), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_reranked_search_reorders_bm25s_best_and_keeps_its_filter() {
+        let texts: Vec<String> = vec![
+            "Cards are checked at the desk.".into(),
+            "Cards out of date are renewed.".into(),
+            "An adult card has up to 20 items on loan.".into(),
+        ];
+        let index = TextIndex::new(&texts);
+        let text = |i: usize| texts[i].as_str();
+        let order = |hits: Vec<Hit>| hits.iter().map(|h| h.index).collect::<Vec<_>>();
+        let plain = order(index.search_where("cards checked out", 3, |_| true, text));
+        assert_eq!(
+            plain.last(),
+            Some(&2),
+            "BM25 alone ranks the loan line last"
+        );
+        index.rerank_with(Arc::new(expects_after("on loan")));
+        let reranked = order(index.search_where("cards checked out", 3, |_| true, text));
+        assert_eq!(reranked[1], 2, "it rises above BM25's second: {reranked:?}");
+        assert_eq!(reranked[0], plain[0], "agreement on the first stays first");
+        // A filter applies before the pool is re-ranked.
+        let kept = index.search_where("cards checked out", 3, |i| i != 2, text);
+        assert!(kept.iter().all(|h| h.index != 2));
+    }
 
     #[test]
     fn ranks_by_terms_with_stemming() {

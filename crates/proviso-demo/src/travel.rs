@@ -87,12 +87,17 @@ impl PolicyBase {
         &self.store
     }
 
+    /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
+    pub fn rerank_with(&self, rerank: std::sync::Arc<dyn crate::index::Rerank>) {
+        self.index.rerank_with(rerank);
+    }
+
     /// Ranked lines for `query`, in-force versions first among equal scores.
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Value {
         let hits: Vec<Value> = self
             .index
-            .search(query, limit)
+            .search_where(query, limit, |_| true, |i| self.lines[i].text.as_str())
             .into_iter()
             .map(|h| {
                 let l = &self.lines[h.index];
@@ -163,7 +168,7 @@ pub fn toolbox(base: Arc<PolicyBase>) -> Result<Toolbox, ToolError> {
                 "Full-text search over every version of the travel policy. Returns matching lines with their version, line number and whether that version is in force.",
                 IntentClass::Read,
                 json!({"type": "object", "properties": {
-                    "query": {"type": "string", "minLength": 2, "maxLength": 80}},
+                    "query": {"type": "string", "minLength": 2, "maxLength": 200}},
                     "required": ["query"], "additionalProperties": false}),
             ),
             move |a| Ok(search.search(a.get("query").and_then(Value::as_str).unwrap_or_default(), 4)),

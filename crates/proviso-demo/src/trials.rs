@@ -259,6 +259,11 @@ impl TrialCorpus {
         json!({"line": line.number, "text": line.text})
     }
 
+    /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
+    pub fn rerank_with(&self, rerank: Arc<dyn crate::index::Rerank>) {
+        self.index.rerank_with(rerank);
+    }
+
     /// The best-matching lines for `query`, each with its source, version and trial. A trial
     /// id written in the query keeps only that trial's lines.
     #[must_use]
@@ -271,11 +276,14 @@ impl TrialCorpus {
             .collect();
         let hits: Vec<Value> = self
             .index
-            .search(query, self.lines.len())
+            .search_where(
+                query,
+                limit,
+                |i| named.is_empty() || named.contains(&self.lines[i].trial_id.as_str()),
+                |i| self.lines[i].text.as_str(),
+            )
             .into_iter()
             .map(|h| &self.lines[h.index])
-            .filter(|l| named.is_empty() || named.contains(&l.trial_id.as_str()))
-            .take(limit)
             .map(|l| {
                 json!({"trial_id": l.trial_id, "source_id": l.source_id, "version": l.version,
                     "line": l.number, "text": l.text})
@@ -412,7 +420,7 @@ pub fn toolbox(corpus: Arc<TrialCorpus>) -> Result<Toolbox, ToolError> {
                 "Full-text search over the trial registry and its documents (protocols, interim reports, safety letters, press releases). Returns the best-matching lines, each with its source, line number and trial id.",
                 IntentClass::Read,
                 json!({"type": "object", "properties": {
-                    "query": {"type": "string", "minLength": 2, "maxLength": 80, "description": "Words to search for, e.g. a drug, condition or event."}},
+                    "query": {"type": "string", "minLength": 2, "maxLength": 200, "description": "Words to search for, e.g. a drug, condition or event, or the question itself."}},
                     "required": ["query"], "additionalProperties": false}),
             ),
             move |a| Ok(search.search(&text(a, "query"), 5)),

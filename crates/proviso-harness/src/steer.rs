@@ -837,6 +837,21 @@ fn query_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first search's queries for `question`, best first: the question itself (its
+/// whitespace collapsed), which a re-ranker reads as a question, then its content words, in
+/// order, each once, for a query field too short for it. The agent's first search is held
+/// to the first that fits ([`ground_arguments`]); the evaluations search with the first, so
+/// they measure the search the agent makes.
+#[must_use]
+pub fn first_queries(question: &str) -> Vec<String> {
+    let whole = question.split_whitespace().collect::<Vec<_>>().join(" ");
+    let words = query_words(question).join(" ");
+    if words.is_empty() {
+        return Vec::new();
+    }
+    vec![whole, words]
+}
+
 /// Every run of `words` in order with some skipped (at most `max_words` long), longest
 /// first; `None` when there would be more than [`MAX_QUERIES`]. As an `enum`, a query
 /// that already ran can be taken out of the grammar.
@@ -917,7 +932,7 @@ pub(crate) fn ground_arguments(
         .iter()
         .any(|c| matches!(c.outcome, ToolOutcome::Ok { .. }));
     let enumerated = if first_search && !content.is_empty() {
-        Some(vec![content.join(" ")])
+        Some(first_queries(question))
     } else {
         queries(&content, 8)
     };
@@ -1000,7 +1015,11 @@ pub(crate) fn ground_arguments(
                         n >= bounds.0 && n <= bounds.1
                     };
                     if let Some(all) = &enumerated {
-                        let values: Vec<&String> = all.iter().filter(|q| fits(q)).collect();
+                        let mut values: Vec<&String> = all.iter().filter(|q| fits(q)).collect();
+                        // The first search is one query: the best that fits.
+                        if first_search {
+                            values.truncate(1);
+                        }
                         if values.is_empty() {
                             continue;
                         }
@@ -1458,6 +1477,18 @@ Soup is served from noon.",
         );
         assert_eq!(named, vec!["NCT04123456", "NCT05550001"]);
         assert!(named_values("^DOC-[A-Z0-9-]{2,30}$", &["DOC-LUM-PR-01"]) == vec!["DOC-LUM-PR-01"]);
+    }
+
+    #[test]
+    fn the_first_search_is_the_question_then_its_content_words() {
+        assert_eq!(
+            first_queries("How many  items can I\nborrow on an adult card?"),
+            vec![
+                "How many items can I borrow on an adult card?".to_owned(),
+                "items borrow adult card".to_owned()
+            ]
+        );
+        assert!(first_queries("Is it?").is_empty());
     }
 
     #[test]

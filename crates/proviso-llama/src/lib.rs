@@ -457,6 +457,43 @@ impl Engine for LlamaEngine {
         self.context.get_logits_ith(self.last_index)
     }
 
+    /// One forward pass per batch, with the logits of every position kept: scoring a text
+    /// costs what feeding it does, not a pass per token.
+    fn score(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>, EngineError> {
+        if self.n_past + tokens.len() > self.n_ctx {
+            return Err(context_full(self.n_past, self.n_ctx));
+        }
+        let mut scores = Vec::with_capacity(tokens.len());
+        for chunk in tokens.chunks(self.n_batch) {
+            scores.push(proviso_decode::log_probability(self.logits(), chunk[0])?);
+            self.batch.clear();
+            for (j, &token) in chunk.iter().enumerate() {
+                let position = i32::try_from(self.n_past + j)
+                    .map_err(|_| EngineError::Runtime("position overflow".into()))?;
+                self.batch
+                    .add(llama_token(token), position, &[0], true)
+                    .map_err(|e| EngineError::Runtime(e.to_string()))?;
+            }
+            let lease = Cores::get().lease(self.threads);
+            self.context
+                .decode(&mut self.batch)
+                .map_err(|e| EngineError::Runtime(e.to_string()))?;
+            drop(lease);
+            self.n_past += chunk.len();
+            self.history.extend_from_slice(chunk);
+            self.last_index = self.batch.n_tokens() - 1;
+            for (j, &next) in chunk.iter().enumerate().skip(1) {
+                let index = i32::try_from(j - 1)
+                    .map_err(|_| EngineError::Runtime("position overflow".into()))?;
+                scores.push(proviso_decode::log_probability(
+                    self.context.get_logits_ith(index),
+                    next,
+                )?);
+            }
+        }
+        Ok(scores)
+    }
+
     fn len(&self) -> usize {
         self.n_past
     }

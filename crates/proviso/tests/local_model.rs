@@ -378,3 +378,34 @@ fn compile_limits_stop_oversized_grammars_in_bounded_time() {
         start.elapsed()
     );
 }
+
+/// Scoring a text in one pass (every position's logits kept) gives what feeding it one
+/// token at a time gives: the re-ranker's likelihoods are the model's.
+#[test]
+fn scoring_in_one_pass_matches_token_by_token() {
+    use proviso::decode::{log_probability, Engine};
+    let local = local();
+    let tokens = local
+        .tokenizer()
+        .tokenize(b"Document: DVDs are lent for 7 days.\nQuestion:", false);
+    let asked = local
+        .tokenizer()
+        .tokenize(b" How long can I keep a DVD?", false);
+    let mut batched = local.engine(run_options()).unwrap();
+    batched.decode(&tokens).unwrap();
+    let fast = batched.score(&asked).unwrap();
+    let mut single = local.engine(run_options()).unwrap();
+    single.decode(&tokens).unwrap();
+    let mut slow = Vec::new();
+    for &t in &asked {
+        slow.push(log_probability(single.logits(), t).unwrap());
+        single.decode(&[t]).unwrap();
+    }
+    assert_eq!(fast.len(), asked.len());
+    for (a, b) in fast.iter().zip(&slow) {
+        assert!((a - b).abs() < 0.05, "{fast:?} vs {slow:?}");
+        assert!(*a < 0.0);
+    }
+    // The context holds the scored text after it, as after a decode.
+    assert_eq!(batched.len(), tokens.len() + asked.len());
+}
