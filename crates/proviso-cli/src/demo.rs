@@ -64,7 +64,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode> {
         DemoKind::Travel => CallFormat::Envelope,
     });
     execute(
-        |rerank| Ok(proviso_demo::agent_with(kind, format, Some(rerank))?),
+        |rerank| Ok(proviso_demo::agent_with(kind, format, rerank)?),
         &question,
         kind.name(),
         format,
@@ -109,7 +109,9 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
     if let (Some(base), None, None) = (&base, &args.mcp, &args.policy) {
         return execute(
             |rerank| {
-                base.rerank_with(rerank);
+                if let Some(rerank) = rerank {
+                    base.rerank_with(rerank);
+                }
                 Ok(proviso_demo::docs_agent(base.clone())?)
             },
             &args.question,
@@ -162,7 +164,7 @@ pub(crate) fn run_docs(args: &AgentArgs) -> Result<ExitCode> {
     };
     let result = execute(
         |rerank| {
-            if let Some(base) = &base {
+            if let (Some(base), Some(rerank)) = (&base, rerank) {
                 base.rerank_with(rerank);
             }
             Ok(proviso_demo::own_agent(base, toolbox, policy.policy)?)
@@ -196,6 +198,10 @@ pub(crate) struct RunFlags {
     /// Print the run's end as one JSON object instead of the readable log.
     #[arg(long)]
     json: bool,
+    /// Rank search results by BM25 alone: about 1.5 s less per search, without the model's
+    /// re-ranking of the best ten (which recalls more of the lines that state the fact).
+    #[arg(long)]
+    bm25: bool,
 }
 
 /// A re-ranker of search results over `local` ([`QueryLikelihood`]), in a context of its
@@ -212,14 +218,19 @@ pub(crate) fn reranker(local: &LocalModel) -> Result<Arc<dyn Rerank>> {
 /// local model, printing each step (or, with `json`, the end as one JSON line) and writing
 /// the trace when asked.
 fn execute(
-    build: impl FnOnce(Arc<dyn Rerank>) -> Result<proviso::harness::Agent>,
+    build: impl FnOnce(Option<Arc<dyn Rerank>>) -> Result<proviso::harness::Agent>,
     question: &str,
     name: &str,
     format: CallFormat,
     args: &RunFlags,
 ) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
-    let agent = &build(reranker(&local)?)?;
+    let rerank = if args.bm25 {
+        None
+    } else {
+        Some(reranker(&local)?)
+    };
+    let agent = &build(rerank)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {
         Sampling::greedy()
