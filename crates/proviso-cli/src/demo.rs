@@ -198,10 +198,11 @@ pub(crate) struct RunFlags {
     /// Print the run's end as one JSON object instead of the readable log.
     #[arg(long)]
     json: bool,
-    /// Rank search results by BM25 alone: about 1.5 s less per search, without the model's
-    /// re-ranking of the best ten (which recalls more of the lines that state the fact).
+    /// Re-rank each search's ten best lines (BM25) by the model's query likelihood: it
+    /// recalls more of the lines that state the fact, at about 1.5 s a search, but does not
+    /// yet give more right answers (BENCHMARKS.md, session 22).
     #[arg(long)]
-    bm25: bool,
+    rerank: bool,
 }
 
 /// A re-ranker of search results over `local` ([`QueryLikelihood`]), in a context of its
@@ -214,7 +215,8 @@ pub(crate) fn reranker(local: &LocalModel) -> Result<Arc<dyn Rerank>> {
     )))
 }
 
-/// Builds the agent with `build` (given the local model's re-ranker) and runs it on the
+/// Builds the agent with `build` (given the local model's re-ranker, with `--rerank`) and
+/// runs it on the
 /// local model, printing each step (or, with `json`, the end as one JSON line) and writing
 /// the trace when asked.
 fn execute(
@@ -225,10 +227,10 @@ fn execute(
     args: &RunFlags,
 ) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
-    let rerank = if args.bm25 {
-        None
-    } else {
+    let rerank = if args.rerank {
         Some(reranker(&local)?)
+    } else {
+        None
     };
     let agent = &build(rerank)?;
     let engine = local.engine(RunOptions::default())?;

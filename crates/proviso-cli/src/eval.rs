@@ -43,11 +43,11 @@ pub(crate) enum EvalCommand {
         /// reads next when they answer nothing), scored like an accepted answer.
         #[arg(long, conflicts_with = "retrieval")]
         harness: bool,
-        /// Rank search results by BM25 alone, without the model's re-ranking (the agent
-        /// always re-ranks; this measures what the re-ranker adds, and needs no model with
-        /// --retrieval or --harness).
+        /// Re-rank each search's ten best lines by the model's query likelihood, as
+        /// `demo --rerank` and `agent --rerank` do (--retrieval and --harness then load the
+        /// model).
         #[arg(long)]
-        bm25: bool,
+        rerank: bool,
     },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
@@ -134,7 +134,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             out,
             retrieval,
             harness,
-            bm25,
+            rerank,
         } => {
             let run = crate::questions::Run {
                 bank,
@@ -142,7 +142,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
                 split,
                 limit: *limit,
                 out: out.as_deref(),
-                rerank: !*bm25,
+                rerank: *rerank,
             };
             if *retrieval {
                 crate::questions::retrieval(&run)?;

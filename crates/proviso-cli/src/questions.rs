@@ -166,7 +166,7 @@ pub(crate) struct Run<'a> {
     pub(crate) split: &'a str,
     pub(crate) limit: Option<usize>,
     pub(crate) out: Option<&'a Path>,
-    /// Whether searches re-rank their best lines with the local model, as the agent does.
+    /// Whether searches re-rank their best lines with the local model (`--rerank`).
     pub(crate) rerank: bool,
 }
 
