@@ -388,6 +388,35 @@ impl std::fmt::Debug for LlamaEngine {
     }
 }
 
+impl LlamaEngine {
+    /// Feeds one batch (at most `n_batch` tokens) in one forward pass, keeping the logits of
+    /// its last position, or of every position when `every` is set.
+    fn feed(&mut self, chunk: &[TokenId], every: bool) -> Result<(), EngineError> {
+        self.batch.clear();
+        for (j, &token) in chunk.iter().enumerate() {
+            let position = i32::try_from(self.n_past + j)
+                .map_err(|_| EngineError::Runtime("position overflow".into()))?;
+            self.batch
+                .add(
+                    llama_token(token),
+                    position,
+                    &[0],
+                    every || j + 1 == chunk.len(),
+                )
+                .map_err(|e| EngineError::Runtime(e.to_string()))?;
+        }
+        let lease = Cores::get().lease(self.threads);
+        self.context
+            .decode(&mut self.batch)
+            .map_err(|e| EngineError::Runtime(e.to_string()))?;
+        drop(lease);
+        self.n_past += chunk.len();
+        self.history.extend_from_slice(chunk);
+        self.last_index = self.batch.n_tokens() - 1;
+        Ok(())
+    }
+}
+
 impl Engine for LlamaEngine {
     fn reset(&mut self) -> Result<(), EngineError> {
         self.context.clear_kv_cache();
@@ -430,22 +459,7 @@ impl Engine for LlamaEngine {
             return Err(context_full(self.n_past, self.n_ctx));
         }
         for chunk in tokens.chunks(self.n_batch) {
-            self.batch.clear();
-            for (j, &token) in chunk.iter().enumerate() {
-                let position = i32::try_from(self.n_past + j)
-                    .map_err(|_| EngineError::Runtime("position overflow".into()))?;
-                self.batch
-                    .add(llama_token(token), position, &[0], j + 1 == chunk.len())
-                    .map_err(|e| EngineError::Runtime(e.to_string()))?;
-            }
-            let lease = Cores::get().lease(self.threads);
-            self.context
-                .decode(&mut self.batch)
-                .map_err(|e| EngineError::Runtime(e.to_string()))?;
-            drop(lease);
-            self.n_past += chunk.len();
-            self.history.extend_from_slice(chunk);
-            self.last_index = self.batch.n_tokens() - 1;
+            self.feed(chunk, false)?;
         }
         Ok(())
     }
@@ -466,22 +480,7 @@ impl Engine for LlamaEngine {
         let mut scores = Vec::with_capacity(tokens.len());
         for chunk in tokens.chunks(self.n_batch) {
             scores.push(proviso_decode::log_probability(self.logits(), chunk[0])?);
-            self.batch.clear();
-            for (j, &token) in chunk.iter().enumerate() {
-                let position = i32::try_from(self.n_past + j)
-                    .map_err(|_| EngineError::Runtime("position overflow".into()))?;
-                self.batch
-                    .add(llama_token(token), position, &[0], true)
-                    .map_err(|e| EngineError::Runtime(e.to_string()))?;
-            }
-            let lease = Cores::get().lease(self.threads);
-            self.context
-                .decode(&mut self.batch)
-                .map_err(|e| EngineError::Runtime(e.to_string()))?;
-            drop(lease);
-            self.n_past += chunk.len();
-            self.history.extend_from_slice(chunk);
-            self.last_index = self.batch.n_tokens() - 1;
+            self.feed(chunk, true)?;
             for (j, &next) in chunk.iter().enumerate().skip(1) {
                 let index = i32::try_from(j - 1)
                     .map_err(|_| EngineError::Runtime("position overflow".into()))?;
