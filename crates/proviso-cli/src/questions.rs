@@ -279,15 +279,7 @@ pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
                 .find(|d| d.version() == version)
         });
         if let Some(doc) = whole {
-            let lines: Vec<Value> = doc
-                .lines()
-                .iter()
-                .enumerate()
-                .map(|(i, t)| json!({"line": i + 1, "text": t}))
-                .collect();
-            let read = json!({"source_id": doc.source_id(), "version": doc.version(),
-                "lines": lines});
-            (observed, ranked) = rank(&[&found, &read]);
+            (observed, ranked) = rank(&[&found, &doc.read_result()]);
         }
         let answer = ranked.first().map(Citable::first_answer);
         let cited = ranked.first().map(|c| c.citation.clone());

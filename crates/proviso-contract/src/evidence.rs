@@ -70,6 +70,21 @@ impl SourceDocument {
         &self.lines
     }
 
+    /// The document as a read tool returns it: `{"source_id", "version", "in_force",
+    /// "lines": [{"line", "text"}]}`, lines numbered from 1, the shape the harness reads
+    /// citable lines from.
+    #[must_use]
+    pub fn read_result(&self) -> serde_json::Value {
+        let lines: Vec<serde_json::Value> = self
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, t)| serde_json::json!({"line": i + 1, "text": t}))
+            .collect();
+        serde_json::json!({"source_id": self.source_id(), "version": self.version(),
+            "in_force": self.in_force(), "lines": lines})
+    }
+
     /// The line that opens the section line `line` (1-based) belongs to: the nearest
     /// heading or lead-in before it ([`crate::lexicon::opens_section`]), if any. The
     /// sentences under `Collecting and returning` are about collecting, though none says so.

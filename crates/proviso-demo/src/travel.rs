@@ -120,16 +120,7 @@ impl PolicyBase {
             .iter()
             .find(|d| version.map_or(d.in_force(), |v| d.version() == v))
             .ok_or_else(|| ToolFailure::new("not_found", "no such policy version"))?;
-        let lines: Vec<Value> = document
-            .lines()
-            .iter()
-            .enumerate()
-            .map(|(i, t)| json!({"line": i + 1, "text": t}))
-            .collect();
-        Ok(
-            json!({"source_id": "travel-policy", "version": document.version(),
-            "in_force": document.in_force(), "lines": lines}),
-        )
+        Ok(document.read_result())
     }
 
     /// The answer contract, with the evidence gate bound to this base.
