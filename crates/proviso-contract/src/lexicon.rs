@@ -188,18 +188,6 @@ const RELATED: &[&[&str]] = &[
     &["die", "death", "dead", "fatal"],
 ];
 
-/// The related words of `word` ([`RELATED`]), itself excluded: what a search for it may also
-/// look for.
-#[must_use]
-pub fn related_words(word: &str) -> Vec<&'static str> {
-    let lower = word.to_lowercase();
-    RELATED
-        .iter()
-        .find(|group| group.contains(&lower.as_str()))
-        .map(|group| group.iter().copied().filter(|w| *w != lower).collect())
-        .unwrap_or_default()
-}
-
 /// Each related word's stem, mapped to its group's first word's stem.
 fn concepts() -> &'static std::collections::HashMap<String, &'static str> {
     static MAP: std::sync::OnceLock<std::collections::HashMap<String, &'static str>> =
@@ -1072,7 +1060,6 @@ mod tests {
         assert_eq!(stem("closed"), stem("shut"));
         assert_eq!(stem("paid"), stem("cost"));
         assert_ne!(stem("borrow"), stem("cost"));
-        assert_eq!(related_words("Borrow"), ["lend", "lent", "loan"]);
         // A word done again is also its `re-` verb, and stays itself.
         let again = content_stems("When will it open again?");
         assert!(again.contains(&stem("reopen")) && again.contains(&stem("open")));
@@ -1085,7 +1072,6 @@ mod tests {
         assert_eq!(redone("start").as_deref(), Some("restart"));
         assert_eq!(redone("it"), None);
         assert_eq!(redone("return"), None);
-        assert!(related_words("velorabine").is_empty());
     }
 
     #[test]

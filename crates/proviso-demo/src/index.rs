@@ -1,11 +1,11 @@
-//! A full-text index: English tokenization with stemming and stop words, ranked by BM25 (the
-//! `bm25` crate), with a deterministic order for ties; and, when a model is at hand, its
+//! A full-text index: lines tokenized into the lexicon's content stems (the words the answer
+//! rules weigh), ranked by BM25 (the `bm25` crate), with a deterministic order for ties; and, when a model is at hand, its
 //! best candidates re-ranked by how likely the model finds the query after each
 //! ([`QueryLikelihood`]), fused with the BM25 order.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bm25::{Language, SearchEngine, SearchEngineBuilder};
+use bm25::{SearchEngine, SearchEngineBuilder};
 use proviso_decode::{Engine, EngineError, TokenId, Tokenizer};
 
 /// How many of BM25's best candidates a re-ranker orders: the model reads each, so the pool
@@ -91,12 +91,23 @@ impl Rerank for QueryLikelihood {
     }
 }
 
+/// What the index counts as a word: the lexicon's content stems
+/// ([`proviso_contract::lexicon::content_stems`]), the same words the answer rules weigh. A
+/// search and the rules that judge its lines thus agree on what a line shares with a
+/// question: `lent` meets `borrow` in both, `open again` is `reopen` in both, and a word
+/// the rules ignore (`the`, `how`) never ranks a line.
+struct ContentStems;
+
+impl bm25::Tokenizer for ContentStems {
+    fn tokenize(&self, text: &str) -> Vec<String> {
+        proviso_contract::lexicon::content_stems(text)
+    }
+}
+
 /// A BM25 index over short documents identified by their position.
 pub struct TextIndex {
-    engine: SearchEngine<u32>,
+    engine: SearchEngine<u32, u32, ContentStems>,
     len: usize,
-    /// Every word the documents use, lower case.
-    vocabulary: std::collections::HashSet<String>,
     /// The re-ranker, once one is given.
     rerank: OnceLock<Arc<dyn Rerank>>,
 }
@@ -129,15 +140,13 @@ impl TextIndex {
                 bm25::Document::new(u32::try_from(i).unwrap_or(u32::MAX), text.clone())
             })
             .collect();
-        let vocabulary = documents
-            .iter()
-            .flat_map(|d| proviso_contract::lexicon::words(d))
-            .map(str::to_lowercase)
-            .collect();
         Self {
-            engine: SearchEngineBuilder::<u32>::with_documents(Language::English, docs).build(),
+            engine: SearchEngineBuilder::<u32, u32, ContentStems>::with_tokenizer_and_documents(
+                ContentStems,
+                docs,
+            )
+            .build(),
             len: documents.len(),
-            vocabulary,
             rerank: OnceLock::new(),
         }
     }
@@ -186,24 +195,9 @@ impl TextIndex {
     /// out.
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
-        // A question's word the documents never use also finds the everyday words that ask
-        // for the same thing (`borrow` finds `lent`); a word they use is searched as itself,
-        // so expansion cannot outweigh a line that says what was asked.
-        // `open again` is searched as `open reopen` (`lexicon::with_redone`).
-        let query = proviso_contract::lexicon::with_redone(query);
-        let mut expanded = query.clone().into_owned();
-        for word in proviso_contract::lexicon::words(&query)
-            .into_iter()
-            .filter(|w| !self.vocabulary.contains(&w.to_lowercase()))
-        {
-            for related in proviso_contract::lexicon::related_words(word) {
-                expanded.push(' ');
-                expanded.push_str(related);
-            }
-        }
         let mut hits: Vec<Hit> = self
             .engine
-            .search(&expanded, self.len)
+            .search(query, self.len)
             .into_iter()
             .filter(|r| r.score > 0.0)
             .map(|r| Hit {
@@ -325,15 +319,22 @@ mod tests {
     }
 
     #[test]
-    fn a_word_the_documents_never_use_finds_its_everyday_relatives() {
+    fn a_line_is_found_by_the_words_the_answer_rules_count() {
         let index = TextIndex::new(&[
             "DVDs are lent for 7 days.".into(),
             "The shop sells DVDs.".into(),
+            "How it works and what to do.".into(),
         ]);
-        // `borrow` is never written; `lent` is.
-        assert_eq!(index.search("borrow", 2)[0].index, 0);
-        // `sells` is written, so it is searched as itself only.
-        assert_eq!(index.search("sells", 2).len(), 1);
+        // `borrow` is never written; `lent` is, and the lexicon counts them as one word.
+        assert_eq!(index.search("borrow", 3)[0].index, 0);
+        assert_eq!(index.search("sells", 3).len(), 1);
+        // Words the rules ignore never rank a line: the third shares only those.
+        assert!(index.search("how do I do it", 3).is_empty());
+        // The index counts exactly the lexicon's content stems.
+        assert_eq!(
+            bm25::Tokenizer::tokenize(&ContentStems, "Which DVDs were lent?"),
+            proviso_contract::lexicon::content_stems("Which DVDs were lent?")
+        );
     }
 
     #[test]
