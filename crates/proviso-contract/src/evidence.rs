@@ -28,6 +28,9 @@ pub struct SourceDocument {
     version: String,
     in_force: bool,
     lines: Vec<String>,
+    /// Whether the first line names the document (a prose document's title) rather than
+    /// being one record among others.
+    titled: bool,
 }
 
 impl SourceDocument {
@@ -43,7 +46,31 @@ impl SourceDocument {
                 .split('\n')
                 .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
                 .collect(),
+            titled: true,
         }
+    }
+
+    /// The same document read as records (a JSON Lines file's): each line stands alone, and
+    /// the first is no title that the others inherit.
+    #[must_use]
+    pub fn records(mut self) -> Self {
+        self.titled = false;
+        self
+    }
+
+    /// The line that names the whole document: its first non-empty line, unless the
+    /// document is records ([`SourceDocument::records`]). Every line of a titled document is
+    /// about what its title names (a press release titled by a branch answers who builds
+    /// there in a line that never names the branch); a record is about what it states.
+    #[must_use]
+    pub fn title(&self) -> Option<&str> {
+        if !self.titled {
+            return None;
+        }
+        self.lines
+            .iter()
+            .map(String::as_str)
+            .find(|l| !l.trim().is_empty())
     }
 
     /// The source's id.

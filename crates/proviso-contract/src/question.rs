@@ -382,6 +382,10 @@ const LIMIT_MARKS: &[&str] = &[
     "exceed", "longest", "shortest", "latest", "earliest",
 ];
 
+/// Verbs that say what something is taken to be, before `as` (`counts as`, `treated as`,
+/// `regarded as`): a line may say it with any of them, or with `is`.
+const REGARD_VERBS: &[&str] = &["count", "treat", "regard", "consider", "class", "deem"];
+
 /// Words that mark a clause giving a cause.
 const REASON_MARKS: &[&str] = &[
     "reason",
@@ -524,7 +528,7 @@ impl Question {
                 entry.2.push('\n');
                 all_lines.push(lower);
             }
-            if let Some(title) = d.lines().iter().find(|l| !l.trim().is_empty()) {
+            if let Some(title) = d.title() {
                 entry.1.extend(content_stems(title));
                 titles.insert(d.source_id().to_owned(), title.to_lowercase());
             }
@@ -692,17 +696,31 @@ impl Question {
         let capitalised: BTreeSet<String> = capitals.iter().map(|w| stem(w)).collect();
         // The word after `how` (`how long`, `how late`, `how much`) is the measure asked
         // for, which the answer's kind already checks, not a word the answer must repeat;
-        // and light words (`still`, `get`, `thing`) say little of what is asked.
+        // and light words (`still`, `get`, `thing`) say little of what is asked, nor does a
+        // verb of regard before `as` (`counted as lost`: a line says `treated as lost`).
         let light: BTreeSet<String> = asked_words
             .windows(2)
-            .filter(|p| p[0] == "how")
-            .map(|p| stem(p[1]))
+            .filter_map(|p| {
+                if p[0] == "how" {
+                    Some(stem(p[1]))
+                } else if p[1] == "as" && REGARD_VERBS.iter().any(|v| stem(v) == stem(p[0])) {
+                    Some(stem(p[0]))
+                } else {
+                    None
+                }
+            })
             .chain(
                 asked_words
                     .iter()
                     .filter(|w| is_light_word(w))
                     .map(|w| stem(w)),
             )
+            .collect();
+        // An age the question states (`my 9-year-old`, `two weeks old`) is the asker's, as
+        // its number is: neither its unit nor `old` is what is asked.
+        let aged: BTreeSet<String> = (1..tokens.len())
+            .filter(|&i| age(i))
+            .flat_map(|i| [stem(tokens[i - 1]), stem(tokens[i])])
             .collect();
         let beyond: Vec<String> = terms
             .iter()
@@ -712,6 +730,7 @@ impl Question {
                 let number = t.chars().all(|c| c.is_ascii_digit());
                 !named
                     && !number
+                    && !aged.contains(*t)
                     && !light.contains(*t)
                     && !capitalised.contains(*t)
                     && !ids.iter().any(|id| content_stems(id).contains(t))
@@ -2056,6 +2075,63 @@ The club was founded in 1990.",
         );
         assert!(q.names_stated("- The Hub Room seats 30 people.", "ROOMS"));
         assert!(!q.names_stated("- The Garden Room seats 12 people.", "ROOMS"));
+    }
+
+    /// The asker's age (`my 9-year-old`) and pronouns (`her`) say who asks, not what: a
+    /// line need not state them to answer.
+    #[test]
+    fn the_askers_age_pronouns_and_verbs_of_regard_are_not_what_is_asked() {
+        let q = Question::new(
+            "Does my 9-year-old get charged late fees on her junior card?",
+            &store(),
+        );
+        for word in ["year", "old", "her", "9"] {
+            assert!(!q.beyond.contains(&stem(word)), "{word}: {:?}", q.beyond);
+        }
+        assert!(q.beyond.contains(&stem("junior")), "{:?}", q.beyond);
+        // `since when` asks for a time; `since` is no word a line must state.
+        let since = Question::new("Since when has the limit applied?", &store());
+        assert!(!since.terms.contains(&stem("since")));
+        assert_eq!(since.kind, AnswerKind::Time);
+        // A verb of regard before `as` says how, not what: the line may say `treated as`.
+        let counted = Question::new("After how many days is an item counted as lost?", &store());
+        assert!(
+            !counted.beyond.contains(&stem("counted")),
+            "{:?}",
+            counted.beyond
+        );
+    }
+
+    /// A record stands alone: the first record of a records document is no title that the
+    /// others inherit, so the address of Northgate is not stated for Central.
+    #[test]
+    fn a_record_inherits_no_name_from_the_first_record() {
+        let records = "branch: Central Library; address: 1 Market Square\nbranch: Northgate Library; address: 48 Northgate Road";
+        let rules: Vec<String> = (1..=20)
+            .map(|n| format!("Rule {n} applies to members."))
+            .collect();
+        let northgate = "branch: Northgate Library; address: 48 Northgate Road";
+        for (as_records, stated) in [(true, false), (false, true)] {
+            let mut store = SourceStore::new();
+            let document = SourceDocument::new("BRANCHES", "v1", true, records);
+            assert!(document.title().is_some());
+            let document = if as_records {
+                document.records()
+            } else {
+                document
+            };
+            assert_eq!(document.title().is_none(), as_records);
+            store.insert(document).unwrap();
+            store
+                .insert(SourceDocument::new("RULES", "v1", true, &rules.join("\n")))
+                .unwrap();
+            let q = Question::new("What is the address of Central Library?", &store);
+            assert_eq!(
+                q.names_stated(northgate, "BRANCHES"),
+                stated,
+                "records: {as_records}"
+            );
+        }
     }
 
     /// A source that mentions the subject once is on subject, but only its lines about the

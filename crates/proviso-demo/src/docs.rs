@@ -178,12 +178,17 @@ impl DocsBase {
             if units.is_empty() {
                 continue;
             }
-            store.insert(SourceDocument::new(
+            let document = SourceDocument::new(
                 &info.source_id,
                 &info.version,
                 info.in_force,
                 &units.join("\n"),
-            ))?;
+            );
+            store.insert(if kind_of(path) == Some("jsonl") {
+                document.records()
+            } else {
+                document
+            })?;
             let source = sources.len();
             lines.extend(units.into_iter().enumerate().map(|(i, text)| Line {
                 source,
@@ -215,13 +220,9 @@ impl DocsBase {
             let sections: Vec<Option<&str>> = document
                 .map(|d| d.sections().map(|(_, s)| s).collect())
                 .unwrap_or_default();
-            // A document's sentences are found by its title too: the press release titled
-            // by the branch answers who builds there in a line that never names the branch.
-            // A record of a `.jsonl` file stands alone (its first record is no title).
-            let title = source_lines
-                .first()
-                .filter(|_| !info.file.ends_with(".jsonl"))
-                .map(|l| l.text.as_str());
+            // A document's sentences are found by its title too
+            // ([`SourceDocument::title`]); a record stands alone.
+            let title = document.and_then(SourceDocument::title);
             for (i, line) in source_lines.iter().enumerate() {
                 // A heading is found by its own words, not the section before it.
                 let section = sections
