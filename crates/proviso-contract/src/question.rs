@@ -845,6 +845,13 @@ impl Question {
         &self.answer_type
     }
 
+    /// What the question asks beyond its subject, as stems (`sites` in "How many sites does
+    /// CALM-PREVENT have?"): an answer states at least one of them.
+    #[must_use]
+    pub fn beyond(&self) -> &[String] {
+        &self.beyond
+    }
+
     /// The words that name the question's subject, each with its weight (the rarer, the
     /// heavier), and the ids it names.
     #[must_use]

@@ -614,9 +614,12 @@ const SPANS_PER_LINE: usize = 3;
 /// the words they share with the question, each weighted by how rare it is among the
 /// candidates (`breakfast` tells lines apart, `limit` less), plus the pairs of consecutive
 /// words they share in order (a phrase says more than its words apart). When the question
-/// asks about an earlier version, lines of superseded versions come first. Lines scoring
-/// less than half the best are dropped: a small model otherwise copies whichever line
-/// starts like the question.
+/// asks about an earlier version, lines of superseded versions come first; then the lines
+/// that themselves state more of what the question asks beyond its subject
+/// ([`Question::beyond`]), whatever else they share: a press release's lead sentence names
+/// the branch three times but not who does the work. Only lines ranked as high on both are
+/// kept, and of those, lines scoring less than half the best are dropped: a small model
+/// otherwise copies whichever line starts like the question.
 #[must_use]
 pub fn rank_citations(
     candidates: &[Value],
@@ -645,7 +648,7 @@ pub fn rank_citations(
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
-    let mut scored: Vec<(bool, f64, usize, Citable)> = Vec::new();
+    let mut scored: Vec<((bool, usize), f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
@@ -682,8 +685,17 @@ pub fn rank_citations(
         if only_superseded && !superseded {
             continue;
         }
+        // How much of what the question asks beyond its subject the line itself states
+        // (`building work` for "which company is doing the building work at Wren Hill?"):
+        // a line that states more of it answers more of the question than one that states
+        // the subject more often.
+        let asked = question
+            .beyond()
+            .iter()
+            .filter(|t| stems.contains(*t))
+            .count();
         scored.push((
-            earlier && superseded,
+            (earlier && superseded, asked),
             score,
             i,
             Citable {
@@ -705,10 +717,10 @@ pub fn rank_citations(
             .then(length(&a.3).cmp(&length(&b.3)))
             .then(a.2.cmp(&b.2))
     });
-    let best = scored[0].1;
+    let (first, best) = (scored[0].0, scored[0].1);
     scored
         .into_iter()
-        .filter(|(_, s, _, _)| s * 2.0 > best)
+        .filter(|(key, s, _, _)| *key == first && s * 2.0 > best)
         .take(keep)
         .map(|(_, _, _, c)| c)
         .collect()
@@ -1352,6 +1364,47 @@ mod tests {
         // A line that only names the subject does not answer; nor does another trial's.
         assert!(ask("How many sites does NCT04123456 have?").is_empty());
         assert!(ask("What does Arm A of NCT05550001 receive?").is_empty());
+    }
+
+    /// A line stating more of what is asked beyond the subject comes first, however often
+    /// another names the subject: the lead sentence names the hall, not who does the work.
+    #[test]
+    fn what_is_asked_beyond_the_subject_outranks_the_subject_named_again() {
+        let mut store = SourceStore::new();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "PR",
+                "v1",
+                true,
+                "Press release (fictional): Zephyr Hall to close for repairs\nZephyr Hall, at 5 Zephyr Road, will close on 2 June 2025 for building repairs at Zephyr Hall.\nThe work will be done by Marlow Builders Ltd.",
+            ))
+            .unwrap();
+        let rules: Vec<String> = (1..=20)
+            .map(|n| format!("Rule {n} applies to members."))
+            .collect();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "RULES",
+                "v1",
+                true,
+                &rules.join("\n"),
+            ))
+            .unwrap();
+        let candidates: Vec<Value> = store.versions("PR")[0]
+            .lines()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| json!({"quote": text, "source_id": "PR", "version": "v1", "line_start": i + 1, "line_end": i + 1}))
+            .collect();
+        let question = Question::new(
+            "Which company is doing the building work at Zephyr Hall?",
+            &store,
+        );
+        let ranked: Vec<u64> = rank_citations(&candidates, &question, &store, 4)
+            .iter()
+            .map(|c| c.citation["line_start"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ranked, vec![3], "{:?}", question.beyond());
     }
 
     /// A line need not repeat the words that say what kind of thing is asked for; a line
