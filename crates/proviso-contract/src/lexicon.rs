@@ -245,17 +245,22 @@ pub fn name_words(text: &str) -> Vec<String> {
 
 /// A crude stem, so `terminated` meets `termination` and `arms` meets `arm`: lower case,
 /// a plural `s` dropped, then the first five characters. A word with a digit is a name and
-/// is kept whole: `NCT04123456` must not meet `NCT04890123`.
+/// is kept whole: `NCT04123456` must not meet `NCT04890123`. A word of a [`RELATED`] group,
+/// or a longer form of one (`borrowers`), is its group's concept (`borro+`).
 #[must_use]
 pub fn stem(word: &str) -> String {
     if word.chars().any(|c| c.is_ascii_digit()) {
         return word.to_lowercase();
     }
-    let short = raw_stem(word);
-    // Words that ask for the same thing meet (`borrow` meets `lent`, `price` meets `cost`).
+    let base = base_form(word);
+    let short: String = base.chars().take(5).collect();
+    // Words that ask for the same thing meet (`borrow` meets `lent`, `price` meets `cost`),
+    // and so do their longer forms (`borrower`), but not a word that only shares their first
+    // letters (`person` is not `personnel`).
     concepts()
         .get(short.as_str())
-        .map_or(short, |c| (*c).to_owned())
+        .and_then(|related| related.iter().find(|(b, _)| base.starts_with(b.as_str())))
+        .map_or(short, |(_, concept)| concept.clone())
 }
 
 /// Groups of everyday English words that ask for the same thing, so that a question's word
@@ -319,19 +324,22 @@ const RELATED: &[&[&str]] = &[
     &["die", "death", "dead", "fatal"],
 ];
 
-/// Each related word's stem, mapped to its group's first word's stem.
-fn concepts() -> &'static std::collections::HashMap<String, &'static str> {
-    static MAP: std::sync::OnceLock<std::collections::HashMap<String, &'static str>> =
+/// Each related word's stem, with the word's base form (as [`base_form`] reads it) and its
+/// group's concept: the first word's stem marked `+`, which no word's own stem can equal
+/// (`medical` is not `medicine`).
+fn concepts() -> &'static std::collections::HashMap<String, Vec<(String, String)>> {
+    static MAP: std::sync::OnceLock<std::collections::HashMap<String, Vec<(String, String)>>> =
         std::sync::OnceLock::new();
     MAP.get_or_init(|| {
-        let mut map = std::collections::HashMap::new();
+        let mut map: std::collections::HashMap<String, Vec<(String, String)>> =
+            std::collections::HashMap::new();
         for group in RELATED {
-            // The canonical stem is the first word's own (its 5 characters, as `stem` cuts).
-            let head: &'static str = group[0];
-            let canonical: &'static str = &head[..head.len().min(5)];
+            let concept = format!("{}+", raw_stem(group[0]));
             for word in *group {
-                let raw = raw_stem(word);
-                map.entry(raw).or_insert(canonical);
+                let base = base_form(word);
+                map.entry(raw_stem(word))
+                    .or_default()
+                    .push((base, concept.clone()));
             }
         }
         map
@@ -340,6 +348,12 @@ fn concepts() -> &'static std::collections::HashMap<String, &'static str> {
 
 /// [`stem`] without the related-word mapping (used to build that mapping).
 fn raw_stem(word: &str) -> String {
+    base_form(word).chars().take(5).collect()
+}
+
+/// A word's base form: lower case, an irregular verb's base, then without its plural or
+/// verb ending and a silent final `e` (`charges` is `charg`, `borrowing` is `borrow`).
+fn base_form(word: &str) -> String {
     let lower = word.to_lowercase();
     // An irregular verb meets its base form (`ran` meets `run`, `held` meets `hold`).
     let lower = IRREGULAR
@@ -379,7 +393,7 @@ fn raw_stem(word: &str) -> String {
         Some(rest) if rest.chars().count() >= 2 && !rest.ends_with('e') => rest,
         _ => singular,
     };
-    singular.chars().take(5).collect()
+    singular.to_owned()
 }
 
 /// Irregular forms of common verbs and their base forms.
@@ -1091,8 +1105,8 @@ mod tests {
                 "a 4-week period, 26 weeks, 61; 212 in, 5 active loan requests at once"
             ),
             [
-                ("4".to_owned(), vec!["week".to_owned()]),
-                ("26".to_owned(), vec!["week".to_owned()]),
+                ("4".to_owned(), vec![stem("week")]),
+                ("26".to_owned(), vec![stem("weeks")]),
                 ("61".to_owned(), vec![]),
                 ("212".to_owned(), vec![]),
                 (
@@ -1191,6 +1205,13 @@ mod tests {
         assert_eq!(stem("closed"), stem("shut"));
         assert_eq!(stem("paid"), stem("cost"));
         assert_ne!(stem("borrow"), stem("cost"));
+        // A related word's longer forms meet it; a word that only shares its first letters
+        // does not, nor does a word whose own stem spells the group's first word.
+        assert_eq!(stem("borrowers"), stem("lent"));
+        assert_ne!(stem("person"), stem("personnel"));
+        assert_eq!(stem("personnel"), stem("staff"));
+        assert_ne!(stem("medical"), stem("medicine"));
+        assert_eq!(stem("medications"), stem("drug"));
         // A word done again is also its `re-` verb, and stays itself.
         let again = content_stems("When will it open again?");
         assert!(again.contains(&stem("reopen")) && again.contains(&stem("open")));

@@ -412,7 +412,8 @@ pub struct Question {
     /// What the question asks beyond its subject, the answer's type and an id's kind: the
     /// words an answer must state one of (see [`Question::misses`]).
     beyond: Vec<String>,
-    alternatives: Vec<String>,
+    /// The sides of an `A or B` question, each as the stems of its words in order.
+    alternatives: Vec<Vec<String>>,
     /// The amounts and times the question itself states, which an answer must go beyond.
     asked_amounts: Vec<String>,
     asked_times: Vec<String>,
@@ -592,20 +593,33 @@ impl Question {
                 .cloned()
                 .collect()
         };
-        // The two sides of an `A or B` question, when the sources state one of them.
-        let alternatives: Vec<String> = {
+        // The two sides of an `A or B` question, when the sources state one of them. Each
+        // side is its nearest content word with the function words that lead the second
+        // side, when the first has them too: "per person or per room" weighs `per person`
+        // against `per room`, and a line saying only `the room` states neither.
+        let alternatives: Vec<Vec<String>> = {
             let w = words(&lower);
-            let sides: Vec<String> = w
-                .windows(3)
-                .filter(|w| w[1] == "or")
-                .flat_map(|w| [w[0], w[2]])
-                .filter(|w| !is_function_word(w))
-                .map(stem)
-                .collect();
-            if sides
-                .iter()
-                .any(|a| sources.values().any(|s| s.0.contains(a)))
-            {
+            let mut sides: Vec<Vec<String>> = Vec::new();
+            for i in (0..w.len()).filter(|&i| w[i] == "or") {
+                let right = (i + 1..w.len()).find(|&k| !is_function_word(w[k]));
+                let left = (0..i).rev().find(|&j| !is_function_word(w[j]));
+                let (Some(k), Some(j)) = (right, left) else {
+                    continue;
+                };
+                let lead = &w[i + 1..k];
+                let left_start = if j >= lead.len() && &w[j - lead.len()..j] == lead {
+                    j - lead.len()
+                } else {
+                    j
+                };
+                sides.push(w[left_start..=j].iter().map(|w| stem(w)).collect());
+                sides.push(w[i + 1..=k].iter().map(|w| stem(w)).collect());
+            }
+            let stated = |side: &Vec<String>| {
+                side.last()
+                    .is_some_and(|a| sources.values().any(|s| s.0.contains(a)))
+            };
+            if sides.iter().any(stated) {
                 sides
             } else {
                 Vec::new()
@@ -1110,7 +1124,12 @@ impl Question {
         let pinned = !self.qualifiers.is_empty();
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
-        if !alternatives.is_empty() && !alternatives.iter().any(|a| stems.contains(a)) {
+        let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
+        if !alternatives.is_empty()
+            && !alternatives
+                .iter()
+                .any(|a| sequence.windows(a.len()).any(|w| w == a.as_slice()))
+        {
             return Some("the question asks which of two, and it states neither".into());
         }
         if !pinned && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
@@ -2106,6 +2125,37 @@ The club was founded in 1990.",
             !counted.beyond.contains(&stem("counted")),
             "{:?}",
             counted.beyond
+        );
+    }
+
+    /// "Per person or per room?": each side keeps the words that lead it, so a line that
+    /// mentions the room, but not per room, states neither.
+    #[test]
+    fn an_either_or_question_is_answered_by_one_side_as_asked() {
+        let mut store = store();
+        store
+            .insert(SourceDocument::new(
+                "HOTEL",
+                "v1",
+                true,
+                "Hotel policy\nThe limit is 750 yuan per room per night.",
+            ))
+            .unwrap();
+        let q = Question::new("Is the limit counted per person or per room?", &store);
+        assert_eq!(
+            q.alternatives,
+            vec![
+                vec![stem("per"), stem("person")],
+                vec![stem("per"), stem("room")]
+            ]
+        );
+        assert!(q
+            .misses("The limit is 750 yuan per room per night.")
+            .is_none());
+        let why = q.misses("Breakfast is included in the limit when billed with the room.");
+        assert_eq!(
+            why.as_deref(),
+            Some("the question asks which of two, and it states neither")
         );
     }
 
