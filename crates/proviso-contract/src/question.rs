@@ -1562,6 +1562,17 @@ mod tests {
         store
     }
 
+    /// Adds a source of twenty lines that name nothing, so that a name few lines state
+    /// is a rare one.
+    fn insert_rules(store: &mut SourceStore) {
+        let rules: Vec<String> = (1..=20)
+            .map(|n| format!("Rule {n} applies to members."))
+            .collect();
+        store
+            .insert(SourceDocument::new("RULES", "v1", true, &rules.join("\n")))
+            .unwrap();
+    }
+
     #[test]
     fn the_kind_is_read_from_the_part_that_asks() {
         for (q, kind) in [
@@ -2088,12 +2099,7 @@ The club was founded in 1990.",
             ))
             .unwrap();
         // Enough other lines that `Kilnfield` is a rare name.
-        let rules: Vec<String> = (1..=20)
-            .map(|n| format!("Rule {n} applies to members."))
-            .collect();
-        store
-            .insert(SourceDocument::new("RULES", "v1", true, &rules.join("\n")))
-            .unwrap();
+        insert_rules(&mut store);
         let q = Question::new("How many people does the room at Kilnfield seat?", &store);
         assert_eq!(
             q.section("ROOMS", "- The Hub Room seats 30 people."),
@@ -2164,9 +2170,6 @@ The club was founded in 1990.",
     #[test]
     fn a_record_inherits_no_name_from_the_first_record() {
         let records = "branch: Central Library; address: 1 Market Square\nbranch: Northgate Library; address: 48 Northgate Road";
-        let rules: Vec<String> = (1..=20)
-            .map(|n| format!("Rule {n} applies to members."))
-            .collect();
         let northgate = "branch: Northgate Library; address: 48 Northgate Road";
         for (as_records, stated) in [(true, false), (false, true)] {
             let mut store = SourceStore::new();
@@ -2179,9 +2182,7 @@ The club was founded in 1990.",
             };
             assert_eq!(document.title().is_none(), as_records);
             store.insert(document).unwrap();
-            store
-                .insert(SourceDocument::new("RULES", "v1", true, &rules.join("\n")))
-                .unwrap();
+            insert_rules(&mut store);
             let q = Question::new("What is the address of Central Library?", &store);
             assert_eq!(
                 q.names_stated(northgate, "BRANCHES"),

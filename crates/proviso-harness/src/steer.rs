@@ -1336,12 +1336,13 @@ mod tests {
         store
     }
 
+    /// Every line of `source`'s first version, as a search would return it.
     fn observed(store: &SourceStore, source: &str) -> Vec<Value> {
         let d = &store.versions(source)[0];
         d.lines()
             .iter()
             .enumerate()
-            .map(|(i, text)| json!({"quote": text, "source_id": source, "version": "r1", "line_start": i + 1, "line_end": i + 1}))
+            .map(|(i, text)| json!({"quote": text, "source_id": source, "version": d.version(), "line_start": i + 1, "line_end": i + 1}))
             .collect()
     }
 
@@ -1390,12 +1391,7 @@ mod tests {
                 &rules.join("\n"),
             ))
             .unwrap();
-        let candidates: Vec<Value> = store.versions("PR")[0]
-            .lines()
-            .iter()
-            .enumerate()
-            .map(|(i, text)| json!({"quote": text, "source_id": "PR", "version": "v1", "line_start": i + 1, "line_end": i + 1}))
-            .collect();
+        let candidates = observed(&store, "PR");
         let question = Question::new(
             "Which company is doing the building work at Zephyr Hall?",
             &store,
