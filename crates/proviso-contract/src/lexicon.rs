@@ -75,6 +75,23 @@ pub fn is_light_word(word: &str) -> bool {
     LIGHT_WORDS.contains(&lower.as_str())
 }
 
+/// Whether `word` (any case, as written) is in common English use: at least ten times per
+/// million words of general text (`data/common-words.txt`, from `wordfreq`). A common word
+/// that no document states may still be answered in other words (`available`, `cover`,
+/// `money`); a rarer one (`violin`, `sauna`) names something the documents never discuss.
+#[must_use]
+pub fn is_common_word(word: &str) -> bool {
+    static COMMON: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    let common = COMMON.get_or_init(|| {
+        include_str!("../data/common-words.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect()
+    });
+    common.contains(word.to_lowercase().as_str())
+}
+
 /// Whether `word` (any case) is a function word.
 #[must_use]
 pub fn is_function_word(word: &str) -> bool {
@@ -238,6 +255,11 @@ fn base_form(word: &str) -> String {
     let lower = match lower.strip_suffix("ies") {
         Some(rest) if rest.chars().count() >= 2 => format!("{rest}y"),
         _ => lower,
+    };
+    // A plural of a verb's `-ing` noun (`bookings`, `meetings`) is that noun.
+    let lower = match lower.strip_suffix("ings") {
+        Some(_) => lower[..lower.len() - 1].to_owned(),
+        None => lower,
     };
     // `opened` meets `open`, `testing` meets `test`: a verb ending goes when a word of
     // three letters or more remains. `used` meets `use` (its `d` goes when the `-ed` would
@@ -1110,6 +1132,8 @@ mod tests {
         assert_eq!(stem("opened"), stem("open"));
         assert_eq!(stem("enrolled"), stem("enrollment"));
         assert_eq!(stem("testing"), stem("tests"));
+        assert_eq!(stem("bookings"), stem("booking"));
+        assert_eq!(stem("meetings"), stem("meet"));
         // A silent `e`: the base form, its plural and its past meet.
         for (a, b) in [
             ("used", "use"),

@@ -15,9 +15,9 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_duration,
-    is_function_word, is_heading, is_light_word, money_amounts, states_extent, states_location,
-    states_money, states_size, stem, times, without_locators, words,
+    amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_common_word,
+    is_duration, is_function_word, is_heading, is_light_word, money_amounts, states_extent,
+    states_location, states_money, states_size, stem, times, with_redone, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -437,6 +437,8 @@ pub struct Question {
     proper: Vec<String>,
     /// Proper names the question writes that no source states: nothing here can answer it.
     unstated: Vec<String>,
+    /// What the question asks beyond its subject that no source states: no line answers it.
+    unheard: Vec<String>,
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
@@ -562,10 +564,9 @@ impl Question {
             .collect();
         // Ids: tokens with a letter and a digit (`NCT05550001`, `VELA-2`, `E04`) that a
         // source states.
-        let ids: Vec<String> = id_tokens(question)
+        let (ids, unknown_ids): (Vec<String>, Vec<String>) = id_tokens(question)
             .into_iter()
-            .filter(|t| sources.values().any(|s| s.2.contains(t.as_str())))
-            .collect();
+            .partition(|t| sources.values().any(|s| s.2.contains(t.as_str())));
         let limit = (sources.len() / 4).max(1);
         let mut names: Vec<(String, f64)> = if sources.len() < 4 {
             Vec::new()
@@ -761,6 +762,24 @@ impl Question {
             .filter(|t| !common.contains(*t))
             .cloned()
             .collect();
+        // What is asked in a word no line of any source states, and not a common one
+        // (`violins` in "How many violins does the room hold?"): a line can share the rest
+        // of the question, but it cannot say this. A common word (`available`, `money`) may
+        // be answered in other words, so it is not held against the sources.
+        let redone = with_redone(question);
+        let unheard: Vec<String> = beyond
+            .iter()
+            .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
+            .filter_map(|t| {
+                let written: Vec<&str> = content_words(&redone)
+                    .into_iter()
+                    .filter(|w| stem(w) == *t)
+                    .collect();
+                (!written.iter().any(|w| is_common_word(w)))
+                    .then(|| written.first().map(|w| w.to_lowercase()))
+                    .flatten()
+            })
+            .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
         let counted = counted_phrase(&lower);
         // "How many days overdue … in the fees": what is counted is the measure; a sum of
@@ -771,7 +790,16 @@ impl Question {
         // label's letter, kept when at most one line in ten states them; a name no line
         // states at all means the sources cannot answer.
         let mut proper: Vec<String> = Vec::new();
-        let mut unstated: Vec<String> = Vec::new();
+        // An id written with a capital (`NCT09999999`, `E17`) that no source states names
+        // something the sources cannot answer about: a line about another trial does not
+        // answer for it. A unit or an ordinal (`10mg`, `2nd`) is written in lower case.
+        let mut unstated: Vec<String> = question
+            .split_whitespace()
+            .filter(|w| w.chars().any(char::is_uppercase))
+            .flat_map(id_tokens)
+            .filter(|t| unknown_ids.contains(t))
+            .collect();
+        unstated.dedup();
         for w in &capitals {
             // An id (`NCT06234567`) is the subject's, which `on_subject` checks per source.
             let id = w.chars().any(|c| c.is_ascii_digit());
@@ -817,6 +845,7 @@ impl Question {
             measure,
             proper,
             unstated,
+            unheard,
             titles,
             sections,
             earlier,
@@ -998,6 +1027,11 @@ impl Question {
     pub fn misses(&self, text: &str) -> Option<String> {
         if text.trim().ends_with(':') {
             return Some("it introduces what follows and states nothing itself".into());
+        }
+        if let Some(word) = self.unheard.first() {
+            return Some(format!(
+                "the question asks about `{word}`, which no source states"
+            ));
         }
         let stated = self.stated_qualifiers(text);
         for q in &self.qualifiers {
@@ -1627,8 +1661,28 @@ mod tests {
 
     #[test]
     fn an_answer_of_the_wrong_measure_does_not_answer() {
-        let store = store();
-        let misses = |question: &str, line: &str| Question::new(question, &store).misses(line);
+        // Each line is a source's, as in use: what no source states is not asked about here.
+        let misses = |question: &str, line: &str| {
+            let mut store = store();
+            store
+                .insert(SourceDocument::new(
+                    "LINE",
+                    "v1",
+                    true,
+                    &format!("Rules\n{line}"),
+                ))
+                .unwrap();
+            Question::new(question, &store).misses(line)
+        };
+        let mut store = store();
+        store
+            .insert(SourceDocument::new(
+                "RACKETS",
+                "v1",
+                true,
+                "Rackets\nRackets are lent for 7 days, and balls are lent for 14 days.\nLate rackets are charged £1.00 per day, up to a maximum of £8.00.\nTeam A: the red side, 64; Team B: the blue side, 61; Team C: reserves",
+            ))
+            .unwrap();
         // A price counts nothing, and a rate is not a length of time.
         assert!(misses(
             "How many guest passes can I hold at once?",
@@ -1869,6 +1923,49 @@ mod tests {
         // A shared beginning is not the same name.
         assert!(!same_name("northgate", "northfield"));
         assert!(same_name("sundays", "sunday"));
+    }
+
+    /// An id no source states (`NCT09999999`) is unanswerable, whatever else the question
+    /// shares with a line; a unit or an ordinal written in lower case is not an id.
+    #[test]
+    fn an_id_no_source_states_cannot_be_answered_for() {
+        let store = store();
+        let line = "The DSMB met on 2025-02-18.";
+        let q = Question::new("When did the DSMB of NCT09999999 meet?", &store);
+        assert_eq!(q.unstated, ["nct09999999"]);
+        assert!(!q.names_stated(line, "CAL"));
+        let q = Question::new("When did the DSMB of VELA-7 meet?", &store);
+        assert!(
+            q.unstated.contains(&"vela-7".to_owned()),
+            "{:?}",
+            q.unstated
+        );
+        let q = Question::new("When did the DSMB meet for the 2nd time?", &store);
+        assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+        assert!(q.names_stated(line, "CAL"));
+        let q = Question::new("Did the DSMB meet after Arm A took 70mg?", &store);
+        assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+    }
+
+    /// A rare word of what is asked that no source states (`karaoke`) leaves nothing to
+    /// answer with; a common one (`available`) may be said in other words.
+    #[test]
+    fn what_is_asked_in_a_rare_word_no_source_states_is_not_answered() {
+        let store = store();
+        let line = "The DSMB met on 2025-02-18.";
+        let q = Question::new(
+            "When did the DSMB of CALM-PREVENT hold its karaoke night?",
+            &store,
+        );
+        assert_eq!(q.unheard, ["karaoke"]);
+        let why = q.misses(line).unwrap();
+        assert!(why.contains("`karaoke`"), "{why}");
+        let q = Question::new(
+            "When was the DSMB of CALM-PREVENT available to meet?",
+            &store,
+        );
+        assert!(q.unheard.is_empty(), "{:?}", q.unheard);
+        assert_eq!(q.misses(line), None);
     }
 
     /// The measure after `how`, light words (`still`) and the asker's own numbers (`I'm
