@@ -370,6 +370,21 @@ const EARLIER: &[&str] = &[
     "expired",
 ];
 
+/// Words that pick one end of a series, each with its synonyms: a question that asks for
+/// one (`the first visit`) is not answered by a line that states another and not it (`the
+/// last visit`).
+const CONTRASTS: &[&[&[&str]]] = &[
+    &[&["first", "initial"], &["last", "final"]],
+    &[&["next", "upcoming"], &["previous", "last", "prior"]],
+    &[&["primary"], &["secondary"]],
+    &[&["maximum", "max"], &["minimum", "min"]],
+    &[&["earliest"], &["latest"]],
+    &[&["highest"], &["lowest"]],
+    &[&["largest", "biggest"], &["smallest"]],
+    &[&["longest"], &["shortest"]],
+    &[&["upper"], &["lower"]],
+];
+
 /// Words that ask for a limit ("the most I can be charged", "the longest loan").
 const LIMIT_ASKED: &[&str] = &[
     "most", "maximum", "max", "least", "minimum", "min", "limit", "cap", "longest", "shortest",
@@ -439,6 +454,9 @@ pub struct Question {
     unstated: Vec<String>,
     /// What the question asks beyond its subject that no source states: no line answers it.
     unheard: Vec<String>,
+    /// Qualifiers the question asks about that no source states, of a series they do
+    /// state (`Arm F` beside arms A to C): no line answers for them.
+    absent: Vec<Qualifier>,
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
@@ -540,6 +558,7 @@ impl Question {
             }
         }
         let mut qualifiers: Vec<Qualifier> = Vec::new();
+        let mut absent: Vec<Qualifier> = Vec::new();
         let asked = Qualifier::all_in(question);
         if !asked.is_empty() {
             // Every qualifier the sources state, read once.
@@ -547,9 +566,21 @@ impl Question {
                 .documents()
                 .flat_map(|d| d.lines().iter().flat_map(|l| Qualifier::all_in(l)))
                 .collect();
+            // A member of a series the sources state, but not this member (`Arm F` where
+            // they state arms A to C; `the 30 mg arm` among 10, 25 and 50 mg), picks out
+            // nothing: no line answers for it. A yes-or-no question's is a condition (`Can I
+            // keep it for 30 days?`), which a stated rule may settle.
+            let yes_no = AnswerKind::of(question) == AnswerKind::YesNo;
             for q in asked {
-                if !qualifiers.contains(&q) && stated.contains(&q) {
-                    qualifiers.push(q);
+                if stated.contains(&q) {
+                    if !qualifiers.contains(&q) {
+                        qualifiers.push(q);
+                    }
+                } else if stated.iter().any(|s| s.same_series(&q))
+                    && !yes_no
+                    && !absent.contains(&q)
+                {
+                    absent.push(q);
                 }
             }
         }
@@ -846,6 +877,7 @@ impl Question {
             proper,
             unstated,
             unheard,
+            absent,
             titles,
             sections,
             earlier,
@@ -1027,6 +1059,19 @@ impl Question {
     pub fn misses(&self, text: &str) -> Option<String> {
         if text.trim().ends_with(':') {
             return Some("it introduces what follows and states nothing itself".into());
+        }
+        if let Some(q) = self.absent.first() {
+            return Some(format!(
+                "the question asks about {}, which no source states",
+                q.describe()
+            ));
+        }
+        if self.kind != AnswerKind::YesNo {
+            if let Some((asked, other)) = contrasted(&self.text, text) {
+                return Some(format!(
+                    "it states `{other}`, and the question asks for `{asked}`"
+                ));
+            }
         }
         if let Some(word) = self.unheard.first() {
             return Some(format!(
@@ -1372,6 +1417,34 @@ impl Question {
         }
         out
     }
+}
+
+/// A word of [`CONTRASTS`] the question writes, and another end of its series that `text`
+/// states while it states no synonym of the asked one (`first`, `last`).
+fn contrasted(question: &str, text: &str) -> Option<(String, String)> {
+    let lower = question.to_lowercase();
+    let asked = words(&lower);
+    let lower = text.to_lowercase();
+    let stated = words(&lower);
+    for series in CONTRASTS {
+        for end in *series {
+            let Some(word) = asked.iter().find(|w| end.contains(w)) else {
+                continue;
+            };
+            if stated.iter().any(|w| end.contains(w)) {
+                continue;
+            }
+            let other = series
+                .iter()
+                .filter(|e| *e != end)
+                .flat_map(|e| e.iter())
+                .find(|o| stated.contains(o));
+            if let Some(other) = other {
+                return Some(((*word).to_owned(), (*other).to_owned()));
+            }
+        }
+    }
+    None
 }
 
 /// The label a line opens with when it is a record keyed by one (`A: lumeditan 5 mg`,
@@ -1945,6 +2018,67 @@ mod tests {
         assert!(q.names_stated(line, "CAL"));
         let q = Question::new("Did the DSMB meet after Arm A took 70mg?", &store);
         assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+    }
+
+    /// A member of a stated series that no source states (`Arm F`, `the 30 mg arm`) picks
+    /// out nothing; a yes-or-no question's is a condition a rule may settle.
+    #[test]
+    fn a_member_of_a_series_no_source_states_is_not_answered_for() {
+        let store = store();
+        let line = "It has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.";
+        for question in [
+            "How many participants are in Arm F of CALM-PREVENT?",
+            "How many participants are in the calpetrant 35 mg arm?",
+        ] {
+            let why = Question::new(question, &store).misses(line);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("no source states")),
+                "{question}: {why:?}"
+            );
+        }
+        let q = Question::new(
+            "How many participants are in the calpetrant 70 mg arm?",
+            &store,
+        );
+        assert_eq!(q.misses("212 are in Arm A: calpetrant 70 mg."), None);
+        let q = Question::new("Can I take calpetrant 35 mg?", &store);
+        assert!(q.absent.is_empty(), "{:?}", q.absent);
+    }
+
+    /// One end of a series (`first`) is not answered by a line that states only another
+    /// (`last`), nor `primary` by `secondary`; a synonym (`final`) is the same end.
+    #[test]
+    fn one_end_of_a_series_is_not_answered_by_the_other() {
+        let mut store = store();
+        store
+            .insert(SourceDocument::new(
+                "END",
+                "v1",
+                true,
+                "Endpoints\nThe primary endpoint is HbA1c at week 26.\nThe secondary endpoint is body weight at week 26.\nThe last participant visit is expected in December 2025.",
+            ))
+            .unwrap();
+        let q = Question::new("When is the first participant visit expected?", &store);
+        let why = q.misses("The last participant visit is expected in December 2025.");
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("`last`")),
+            "{why:?}"
+        );
+        assert_eq!(
+            q.misses("The first participant visit is expected in May 2025, the last in December."),
+            None
+        );
+        let q = Question::new("When is the last participant visit expected?", &store);
+        assert_eq!(
+            q.misses("The final participant visit is expected in December 2025."),
+            None
+        );
+        let q = Question::new("What is the primary endpoint?", &store);
+        assert!(q
+            .misses("The secondary endpoint is body weight at week 26.")
+            .is_some());
+        assert_eq!(q.misses("The primary endpoint is HbA1c at week 26."), None);
     }
 
     /// A rare word of what is asked that no source states (`karaoke`) leaves nothing to
