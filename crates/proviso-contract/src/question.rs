@@ -84,6 +84,8 @@ impl AnswerKind {
             "until what date",
             "by when",
             "how soon",
+            "how late",
+            "how early",
             "date of",
         ];
         // `What is the … limit`: a measure asked for by name (a plural `s` aside, so `fees`
@@ -1868,6 +1870,8 @@ mod tests {
             ),
             ("When did the DSMB meet?", AnswerKind::Time),
             ("On what date was it presented?", AnswerKind::Time),
+            ("How late can a racket be returned?", AnswerKind::Time),
+            ("How early does the pool open?", AnswerKind::Time),
             (
                 "Who is the Head of Clinical Development?",
                 AnswerKind::Person,
