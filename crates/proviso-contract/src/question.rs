@@ -570,16 +570,39 @@ impl Question {
                 .collect();
             // A member of a series the sources state, but not this member (`Arm F` where
             // they state arms A to C; `the 30 mg arm` among 10, 25 and 50 mg), picks out
-            // nothing: no line answers for it. A yes-or-no question's is a condition (`Can I
-            // keep it for 30 days?`), which a stated rule may settle.
+            // nothing: no line answers for it. An amount names a member only when it
+            // qualifies a labelled series (`30 mg arm`); otherwise it is the asker's
+            // situation (`3 books`, `due on 5 June`), and so is a yes-or-no question's
+            // qualifier (`Can I keep it for 30 days?`), which a stated rule may settle.
             let yes_no = AnswerKind::of(question) == AnswerKind::YesNo;
-            for q in asked {
+            let heads: BTreeSet<&str> = stated
+                .iter()
+                .filter_map(|s| match s {
+                    Qualifier::Label { head, .. } => Some(head.as_str()),
+                    Qualifier::Amount { .. } => None,
+                })
+                .collect();
+            let amount_member = |value: &str, unit: &str| {
+                amount_followers(question, value, unit)
+                    .iter()
+                    .any(|w| heads.contains(stem(w).as_str()))
+            };
+            // `calpetrant 35 mg` reads as a label too; the amount decides.
+            let member = |q: &Qualifier| match q {
+                Qualifier::Label { value, .. } => asked.iter().all(|a| match a {
+                    Qualifier::Amount { value: v, unit } => v != value || amount_member(v, unit),
+                    Qualifier::Label { .. } => true,
+                }),
+                Qualifier::Amount { value, unit } => amount_member(value, unit),
+            };
+            for q in asked.iter().cloned() {
                 if stated.contains(&q) {
                     if !qualifiers.contains(&q) {
                         qualifiers.push(q);
                     }
                 } else if stated.iter().any(|s| s.same_series(&q))
                     && !yes_no
+                    && member(&q)
                     && !absent.contains(&q)
                 {
                     absent.push(q);
@@ -1421,6 +1444,31 @@ impl Question {
     }
 }
 
+/// The words right after each place `text` states the amount `value` `unit` (`arm` after
+/// `30 mg arm`, `extension` after `40-week extension`).
+fn amount_followers<'a>(text: &'a str, value: &str, unit: &str) -> Vec<&'a str> {
+    let tokens: Vec<&str> = text
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-'))
+        .collect();
+    let number = |t: &str| t.trim_start_matches('0') == value;
+    let mut out = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        let glued = t
+            .split_once('-')
+            .is_some_and(|(n, u)| number(n) && stem(u) == unit);
+        let next = if glued {
+            tokens.get(i + 1)
+        } else if number(t) && tokens.get(i + 1).is_some_and(|u| stem(u) == unit) {
+            tokens.get(i + 2)
+        } else {
+            None
+        };
+        out.extend(next.copied());
+    }
+    out
+}
+
 /// A word of [`CONTRASTS`] the question writes, and another end of its series that `text`
 /// states while it states no synonym of the asked one (`first`, `last`).
 fn contrasted(question: &str, text: &str) -> Option<(String, String)> {
@@ -2047,6 +2095,12 @@ mod tests {
         );
         assert_eq!(q.misses("212 are in Arm A: calpetrant 70 mg."), None);
         let q = Question::new("Can I take calpetrant 35 mg?", &store);
+        assert!(q.absent.is_empty(), "{:?}", q.absent);
+        // An amount that qualifies no labelled series is the asker's own.
+        let q = Question::new(
+            "I took calpetrant 35 mg daily. How many sites enrolled?",
+            &store,
+        );
         assert!(q.absent.is_empty(), "{:?}", q.absent);
     }
 
