@@ -25,6 +25,11 @@ pub const FUNCTION_WORDS: &[&str] = &[
     "he", "she", "her", "hers", "him", "his", "us", "ours", "mine", "yours", "theirs", "myself",
     "yourself", "himself", "herself", "itself", "ourselves", "themselves", "since", "whether",
     "though", "although",
+    // Prepositions and determiners that relate or count what the question names: `through
+    // interlibrary loan` names the service, `through` asks nothing of it.
+    "through", "throughout", "across", "during", "via", "onto", "upon", "between", "among",
+    "towards", "toward", "along", "until", "till", "despite", "except", "every", "some",
+    "another", "either", "neither", "several", "few",
 ];
 
 /// Content words that say little of what a question asks: adverbs of time and emphasis
@@ -1093,6 +1098,22 @@ mod tests {
         ] {
             assert!(!is_heading(line), "{line}");
         }
+    }
+
+    /// Prepositions relate what a question names and ask nothing of it; `without` and `out`
+    /// change what is asked (`without an adult`, `checked out`), so they stay content.
+    #[test]
+    fn prepositions_that_relate_are_function_words() {
+        for w in ["through", "during", "via", "between", "until", "every"] {
+            assert!(is_function_word(w), "{w}");
+        }
+        for w in ["without", "out", "helicopter"] {
+            assert!(!is_function_word(w), "{w}");
+        }
+        assert_eq!(
+            content_stems("pay through interlibrary loan"),
+            ["cost+", "inter", "borro+"]
+        );
     }
 
     #[test]
