@@ -423,10 +423,118 @@ pub fn content_words(text: &str) -> Vec<&str> {
 /// [`with_redone`]: `open again` is `open` and `reopen`.
 #[must_use]
 pub fn content_stems(text: &str) -> Vec<String> {
-    content_words(&with_redone(text))
+    content_words(&reading(text))
         .into_iter()
         .map(stem)
         .collect()
+}
+
+/// `text` as its content is read: a verb done `again` gains its `re-` verb
+/// ([`with_redone`]) and a phrasal verb its one-word equivalent ([`with_phrasal`]).
+#[must_use]
+pub fn reading(text: &str) -> std::borrow::Cow<'_, str> {
+    match with_redone(text) {
+        std::borrow::Cow::Borrowed(t) => with_phrasal(t),
+        std::borrow::Cow::Owned(t) => std::borrow::Cow::Owned(with_phrasal(&t).into_owned()),
+    }
+}
+
+/// Phrasal verbs and the one word a document often writes for them: the verbs (base forms,
+/// or forms as written), the particle, the word. General English only.
+const PHRASAL: &[(&[&str], &str, &str)] = &[
+    (&["pick"], "up", "collect"),
+    (&["check"], "out", "borrow"),
+    (
+        &[
+            "be", "is", "are", "was", "were", "bring", "give", "take", "took", "hand", "send",
+            "sent", "come", "came",
+        ],
+        "back",
+        "return",
+    ),
+    (&["fill"], "in", "complete"),
+    (&["fill"], "out", "complete"),
+    (&["call"], "off", "cancel"),
+    (&["set"], "up", "install"),
+    (&["hand"], "in", "submit"),
+    (&["put"], "off", "postpone"),
+    (&["break", "broke"], "down", "broken"),
+    (&["grow", "grown"], "up", "adult"),
+];
+
+/// Set phrases and the one word for them: `at the same time` and `at once` say one thing.
+const IDIOMS: &[(&[&str], &str)] = &[
+    (&["at", "the", "same", "time"], "simultaneously"),
+    (&["at", "a", "time"], "simultaneously"),
+    (&["at", "any", "one", "time"], "simultaneously"),
+    (&["at", "once"], "simultaneously"),
+];
+
+/// Words that may stand between a phrasal verb and its particle (`pick it up`).
+const PHRASAL_OBJECTS: &[&str] = &["it", "them", "one", "this", "that", "these", "those"];
+
+/// `text` with each phrasal verb (see [`PHRASAL`]) and set phrase (see [`IDIOMS`]) read as
+/// the one word for it: `Where do I pick it up?` reads `Where do I collect it`, so what is
+/// asked is `collect`, not `pick`.
+/// Unchanged when it has none; otherwise its words, space-separated.
+#[must_use]
+pub fn with_phrasal(text: &str) -> std::borrow::Cow<'_, str> {
+    let all = words(text);
+    let lower: Vec<String> = all.iter().map(|w| w.to_lowercase()).collect();
+    let verb_at = |j: usize, verbs: &[&str]| {
+        verbs.contains(&lower[j].as_str()) || verbs.contains(&base_form(&lower[j]).as_str())
+    };
+    let mut out: Vec<String> = all.iter().map(|w| (*w).to_owned()).collect();
+    let mut changed = false;
+    for i in 0..all.len() {
+        for (verbs, particle, one) in PHRASAL {
+            if lower[i] != *particle {
+                continue;
+            }
+            let verb = if i >= 1 && verb_at(i - 1, verbs) {
+                Some(i - 1)
+            } else if i >= 2
+                && PHRASAL_OBJECTS.contains(&lower[i - 1].as_str())
+                && verb_at(i - 2, verbs)
+            {
+                Some(i - 2)
+            } else {
+                None
+            };
+            if let Some(v) = verb {
+                out[v] = (*one).to_owned();
+                out[i] = String::new();
+                changed = true;
+                break;
+            }
+        }
+    }
+    let mut i = 0;
+    while i < out.len() {
+        let found = IDIOMS.iter().find(|(phrase, _)| {
+            out.len() - i >= phrase.len()
+                && phrase
+                    .iter()
+                    .zip(&out[i..])
+                    .all(|(p, w)| w.eq_ignore_ascii_case(p))
+        });
+        if let Some((phrase, one)) = found {
+            out[i] = (*one).to_owned();
+            for w in &mut out[i + 1..i + phrase.len()] {
+                w.clear();
+            }
+            changed = true;
+            i += phrase.len();
+        } else {
+            i += 1;
+        }
+    }
+    out.retain(|w| !w.is_empty());
+    if changed {
+        std::borrow::Cow::Owned(out.join(" "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// `text` with each word done `again` followed by its `re-` verb (see `redone`) in place of
@@ -1102,6 +1210,28 @@ mod tests {
 
     /// Prepositions relate what a question names and ask nothing of it; `without` and `out`
     /// change what is asked (`without an adult`, `checked out`), so they stay content.
+    /// A phrasal verb meets the one word for it, however inflected, with an object between.
+    #[test]
+    fn a_phrasal_verb_meets_its_one_word() {
+        for (a, b) in [
+            ("Where do I pick it up?", "Collect it from the desk."),
+            (
+                "How many books can I have checked out?",
+                "You can borrow 20 items.",
+            ),
+            ("When do they have to be back?", "Return them by Friday."),
+            ("Can I call off the booking?", "Cancel a booking online."),
+            ("a grown-up card", "an adult card"),
+            ("How many at the same time?", "Up to 20 at once."),
+        ] {
+            let (a, b) = (content_stems(a), content_stems(b));
+            assert!(b.iter().any(|s| a.contains(s)), "{a:?} {b:?}");
+        }
+        // A word that is not the verb's particle is read as written.
+        assert_eq!(with_phrasal("Pick a room."), "Pick a room.");
+        assert!(!content_stems("Look back at the results.").contains(&stem("return")));
+    }
+
     #[test]
     fn prepositions_that_relate_are_function_words() {
         for w in ["through", "during", "via", "between", "until", "every"] {

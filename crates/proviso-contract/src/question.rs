@@ -16,8 +16,9 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_common_word,
-    is_duration, is_function_word, is_heading, is_light_word, money_amounts, states_extent,
-    states_location, states_money, states_size, stem, times, with_redone, without_locators, words,
+    is_duration, is_function_word, is_heading, is_light_word, money_amounts, reading,
+    states_extent, states_location, states_money, states_size, stem, times, without_locators,
+    words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -822,7 +823,7 @@ impl Question {
         // (`violins` in "How many violins does the room hold?"): a line can share the rest
         // of the question, but it cannot say this. A common word (`available`, `money`) may
         // be answered in other words, so it is not held against the sources.
-        let redone = with_redone(question);
+        let redone = reading(question);
         let unheard: Vec<String> = beyond
             .iter()
             .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
