@@ -468,6 +468,8 @@ const IDIOMS: &[(&[&str], &str)] = &[
     (&["at", "a", "time"], "simultaneously"),
     (&["at", "any", "one", "time"], "simultaneously"),
     (&["at", "once"], "simultaneously"),
+    // "I lost my card. How much is a new one?"
+    (&["a", "new", "one"], "replacement"),
 ];
 
 /// Words that may stand between a phrasal verb and its particle (`pick it up`).
@@ -1223,6 +1225,7 @@ mod tests {
             ("Can I call off the booking?", "Cancel a booking online."),
             ("a grown-up card", "an adult card"),
             ("How many at the same time?", "Up to 20 at once."),
+            ("How much is a new one?", "A replacement card costs £2.50."),
         ] {
             let (a, b) = (content_stems(a), content_stems(b));
             assert!(b.iter().any(|s| a.contains(s)), "{a:?} {b:?}");
