@@ -88,13 +88,15 @@ pub fn is_light_word(word: &str) -> bool {
 pub fn is_common_word(word: &str) -> bool {
     static COMMON: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
         std::sync::OnceLock::new();
-    let common = COMMON.get_or_init(|| {
-        include_str!("../data/common-words.txt")
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .collect()
-    });
+    let common = COMMON.get_or_init(|| common_words().collect());
     common.contains(word.to_lowercase().as_str())
+}
+
+/// The words [`is_common_word`] knows, most frequent first.
+pub fn common_words() -> impl Iterator<Item = &'static str> {
+    include_str!("../data/common-words.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
 }
 
 /// Whether `word` (any case) is a function word.

@@ -15,10 +15,10 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    amounts, amounts_with_units, content_stems, content_words, is_calendar_word, is_common_word,
-    is_duration, is_function_word, is_heading, is_light_word, money_amounts, reading,
-    states_extent, states_location, states_money, states_size, stem, times, without_locators,
-    words,
+    amounts, amounts_with_units, common_words, content_stems, content_words, is_calendar_word,
+    is_common_word, is_duration, is_function_word, is_heading, is_light_word, money_amounts,
+    reading, states_extent, states_location, states_money, states_size, stem, times,
+    without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -824,6 +824,9 @@ impl Question {
         // of the question, but it cannot say this. A common word (`available`, `money`) may
         // be answered in other words, so it is not held against the sources.
         let redone = reading(question);
+        // A misspelling (`peopel`) is not a rare word: one edit from a common word or a
+        // word of the sources, it is read as that word.
+        let mut vocabulary: Option<BTreeSet<&str>> = None;
         let unheard: Vec<String> = beyond
             .iter()
             .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
@@ -835,6 +838,11 @@ impl Question {
                 (!written.iter().any(|w| is_common_word(w)))
                     .then(|| written.first().map(|w| w.to_lowercase()))
                     .flatten()
+            })
+            .filter(|w| {
+                let known = vocabulary
+                    .get_or_insert_with(|| all_lines.iter().flat_map(|l| words(l)).collect());
+                !is_misspelling(w, known)
             })
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
@@ -1443,6 +1451,14 @@ impl Question {
         }
         out
     }
+}
+
+/// Whether `word` (lower case) is one edit (a letter added, dropped, changed, or two
+/// swapped) from a common English word or from one of `known`, and long enough (five
+/// letters) for that to be a slip rather than another word.
+fn is_misspelling(word: &str, known: &BTreeSet<&str>) -> bool {
+    let near = |w: &str| w.len().abs_diff(word.len()) <= 1 && strsim::osa_distance(w, word) == 1;
+    word.chars().count() >= 5 && (known.iter().any(|w| near(w)) || common_words().any(near))
 }
 
 /// The words right after each place `text` states the amount `value` `unit` (`arm` after
@@ -2159,6 +2175,14 @@ mod tests {
         );
         assert!(q.unheard.is_empty(), "{:?}", q.unheard);
         assert_eq!(q.misses(line), None);
+        // A slip of the keyboard is the word meant, not a rare one.
+        for question in [
+            "When did the DSMB of CALM-PREVENT meet with the peopel?",
+            "When did the DSMB of CALM-PREVENT hold its meteing?",
+        ] {
+            let q = Question::new(question, &store);
+            assert!(q.unheard.is_empty(), "{question}: {:?}", q.unheard);
+        }
     }
 
     /// The measure after `how`, light words (`still`) and the asker's own numbers (`I'm
