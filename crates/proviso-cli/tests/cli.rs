@@ -507,7 +507,7 @@ fn retrieval_and_the_harness_answers_are_measured_without_generating() {
     let all = all_row(&stdout);
     assert_eq!(all.len(), 5, "{stdout}");
     assert_eq!(all[0], 65, "{stdout}");
-    assert!(all[1] >= 44 && all[2] == 0, "{stdout}");
+    assert!(all[1] >= 55 && all[2] == 0, "{stdout}");
     let written = std::fs::read_to_string(&out).unwrap();
     std::fs::remove_file(&out).unwrap();
     let rows: Vec<serde_json::Value> = written
@@ -526,10 +526,37 @@ fn retrieval_and_the_harness_answers_are_measured_without_generating() {
     assert_eq!(code, 0, "{stderr}");
     // answerable, recalled
     let all = all_row(&stdout);
-    assert!(all[0] == 55 && all[1] >= 47, "{stdout}");
+    assert!(all[0] == 55 && all[1] >= 50, "{stdout}");
     // The model's re-ranking of BM25's best ten (`--rerank`) recalls more.
     let (code, stdout, stderr) = proviso(&[&bank[..], &["--retrieval", "--rerank"]].concat(), None);
     assert_eq!(code, 0, "{stderr}");
     let reranked = all_row(&stdout);
-    assert!(reranked[0] == 55 && reranked[1] >= 50, "{stdout}");
+    assert!(reranked[0] == 55 && reranked[1] >= 52, "{stdout}");
+}
+
+/// Questions about what the sources never state (an invented name or id, an unrelated
+/// attribute, another member of a series), made from the development questions
+/// (`corpora/probes`): the wrong answers the harness accepts are held to a ratchet.
+#[test]
+fn unanswerable_probes_are_held_to_a_ratchet_of_wrong_answers() {
+    for (bank, docs, questions, most_wrong) in [
+        (
+            "corpora/probes/library.json",
+            Some("corpora/library"),
+            134,
+            13,
+        ),
+        ("corpora/probes/bank.json", None, 89, 13),
+    ] {
+        let mut args = vec!["eval", "questions", "--harness", "--bank", bank];
+        if let Some(docs) = docs {
+            args.extend(["--docs", docs]);
+        }
+        let (code, stdout, stderr) = proviso(&args, None);
+        assert_eq!(code, 0, "{stderr}");
+        // questions, right, wrong, no fact, abstained
+        let all = all_row(&stdout);
+        assert_eq!(all[0], questions, "{stdout}");
+        assert!(all[2] <= most_wrong, "{bank}: {stdout}");
+    }
 }
