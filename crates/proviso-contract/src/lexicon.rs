@@ -58,6 +58,9 @@ pub const LIGHT_WORDS: &[&str] = &[
     "doing",
     "done",
     "going",
+    "go",
+    "goes",
+    "went",
     "meant",
     "mean",
     "means",
@@ -209,6 +212,11 @@ const RELATED: &[&[&str]] = &[
     &["doctor", "physician"],
     &["medicine", "medication", "drug"],
     &["car", "vehicle"],
+    &["bicycle", "bike"],
+    &["wide", "wider", "widest", "width"],
+    &["deep", "deeper", "deepest", "depth"],
+    &["tall", "taller", "tallest", "height"],
+    &["heavy", "heavier", "heaviest", "weight", "weigh"],
     &["trip", "travel", "journey"],
     &["hotel", "lodging", "accommodation"],
     &["meal", "food"],
@@ -287,6 +295,20 @@ fn base_form(word: &str) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or(lower);
+    // A consonant doubled before the ending is one (`running` meets `run`, `stopped` meets
+    // `stop`), unless the word itself ends so (`add`, `call`, `pass`, `buzz`).
+    let lower = match lower.as_bytes() {
+        [.., a, b]
+            if lower.len() >= 4
+                && a == b
+                && b"bdgmnprt".contains(b)
+                && !lower.ends_with("ing")
+                && lower.len() < word.len() =>
+        {
+            lower[..lower.len() - 1].to_owned()
+        }
+        _ => lower,
+    };
     let singular = match lower.strip_suffix('s') {
         Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
         _ => lower.as_str(),
@@ -1299,6 +1321,20 @@ mod tests {
         ] {
             assert_eq!(stem(a), stem(b), "{a} {b}");
         }
+        // A consonant doubled before the ending: `running` is `run`, but `added` is `add`.
+        for (a, b) in [
+            ("running", "run"),
+            ("stopped", "stop"),
+            ("planned", "plan"),
+            ("added", "add"),
+            ("calling", "call"),
+            ("passed", "pass"),
+            ("wider", "width"),
+            ("bicycles", "bike"),
+        ] {
+            assert_eq!(stem(a), stem(b), "{a} {b}");
+        }
+        assert_ne!(stem("added"), stem("ad"));
         assert_ne!(stem("need"), stem("ne"));
         assert_ne!(stem("feed"), stem("fee"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));

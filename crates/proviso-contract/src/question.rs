@@ -60,6 +60,12 @@ impl AnswerKind {
             "how far",
             "how large",
             "how big",
+            "how wide",
+            "how tall",
+            "how deep",
+            "how thick",
+            "how heavy",
+            "how fast",
             "how high",
             "how low",
             "within how",
@@ -265,6 +271,9 @@ impl Qualifier {
 enum Measure {
     /// A sum of money (`how much does it cost`, `what is the fee`).
     Money,
+    /// A sum saved (`how much do students save`, `what discount`): money, or a share of a
+    /// price (`30% off`, `half`).
+    Saving,
     /// A length of time or space (`how long`, `how far`).
     Extent,
     /// A size: a length, area, volume or weight (`the largest`, `how big`), which a length
@@ -314,7 +323,24 @@ impl Measure {
         const COUNTED: [&str; 7] = [
             "number", "amount", "people", "group", "many", "much", "party",
         ];
+        // Words of a sum taken off a price, which a share of it (`30%`) states as well.
+        const SAVED: [&str; 7] = [
+            "save",
+            "saving",
+            "savings",
+            "discount",
+            "discounted",
+            "reduction",
+            "cheaper",
+        ];
         let tokens = words(question);
+        // "How long can I keep switching on one fare": the length asked for comes before
+        // what it is asked about.
+        let extent = (question.contains("how long") && !question.contains("how long ago"))
+            || question.contains("how far");
+        if extent {
+            return Some(Self::Extent);
+        }
         let how_much_is = tokens
             .windows(3)
             .any(|w| w[0] == "how" && w[1] == "much" && PRICED.contains(&w[2]));
@@ -323,7 +349,11 @@ impl Measure {
                 .iter()
                 .any(|w| MONEY.contains(&w.trim_end_matches('s')))
         {
-            Some(Self::Money)
+            if tokens.iter().any(|w| SAVED.contains(w)) {
+                Some(Self::Saving)
+            } else {
+                Some(Self::Money)
+            }
         } else if !tokens.iter().any(|w| COUNTED.contains(w))
             && (tokens
                 .iter()
@@ -333,9 +363,7 @@ impl Measure {
                     .any(|w| w[0] == "how" && SIZE_ASKED.contains(&w[1])))
         {
             Some(Self::Size)
-        } else if (question.contains("how long") && !question.contains("how long ago"))
-            || question.contains("how far")
-            || tokens
+        } else if tokens
                 .iter()
                 .any(|w| EXTENT.contains(&w.trim_end_matches('s')))
         {
@@ -348,6 +376,14 @@ impl Measure {
     fn stated(self, text: &str) -> bool {
         match self {
             Self::Money => states_money(text),
+            Self::Saving => {
+                let lower = text.to_lowercase();
+                states_money(text)
+                    || text.contains('%')
+                    || words(&lower)
+                        .iter()
+                        .any(|w| ["percent", "half", "quarter", "third"].contains(w))
+            }
             Self::Extent => states_extent(text),
             Self::Size => states_size(text),
         }
@@ -386,6 +422,14 @@ const CONTRASTS: &[&[&[&str]]] = &[
     &[&["largest", "biggest"], &["smallest"]],
     &[&["longest"], &["shortest"]],
     &[&["upper"], &["lower"]],
+    // Dimensions: "how wide" is not answered by a length.
+    &[
+        &["wide", "wider", "widest", "width"],
+        &["long", "longer", "length"],
+        &["tall", "taller", "tallest", "height"],
+        &["deep", "deeper", "deepest", "depth"],
+        &["heavy", "heavier", "heaviest", "weight"],
+    ],
 ];
 
 /// Words that ask for a limit ("the most I can be charged", "the longest loan").
@@ -441,6 +485,9 @@ pub struct Question {
     /// Whether the question asks for a point in time ("since when", "what date"), which a
     /// length of time does not answer.
     point: bool,
+    /// Whether the question asks for a time of day ("until what time"), which a date or a
+    /// month does not answer.
+    clock: bool,
     /// Whether the question asks for a limit (`most`, `maximum`, `longest`).
     asks_limit: bool,
     /// The verb a yes-or-no question asks about ("Can I *renew* …"), as a stem: an answer
@@ -588,10 +635,23 @@ impl Question {
                     .iter()
                     .any(|w| heads.contains(stem(w).as_str()))
             };
-            // `calpetrant 35 mg` reads as a label too; the amount decides.
+            // `calpetrant 35 mg` reads as a label too; the amount decides, unless the label
+            // is written as a name (`Bus 22 leave` is no amount of `leave`).
+            let question_tokens: Vec<&str> = question.split_whitespace().collect();
+            let named = |head: &str, value: &str| {
+                question_tokens.windows(2).any(|w| {
+                    w[0].chars().next().is_some_and(char::is_uppercase)
+                        && stem(w[0].trim_matches(|c: char| !c.is_alphanumeric())) == head
+                        && w[1]
+                            .trim_matches(|c: char| !c.is_alphanumeric())
+                            .eq_ignore_ascii_case(value)
+                })
+            };
             let member = |q: &Qualifier| match q {
-                Qualifier::Label { value, .. } => asked.iter().all(|a| match a {
-                    Qualifier::Amount { value: v, unit } => v != value || amount_member(v, unit),
+                Qualifier::Label { head, value } => asked.iter().all(|a| match a {
+                    Qualifier::Amount { value: v, unit } => {
+                        v != value || named(head, value) || amount_member(v, unit)
+                    }
                     Qualifier::Label { .. } => true,
                 }),
                 Qualifier::Amount { value, unit } => amount_member(value, unit),
@@ -905,6 +965,7 @@ impl Question {
             asked_times: times(question),
             counted,
             point: asks_point_in_time(&lower),
+            clock: asks_time_of_day(&lower),
             predicate: asked_verb(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
             measure,
@@ -1155,7 +1216,8 @@ impl Question {
                     if self.counted.is_empty() {
                         true
                     } else if unit.is_empty() {
-                        !priced.contains(amount) || self.measure == Some(Measure::Money)
+                        !priced.contains(amount)
+                            || matches!(self.measure, Some(Measure::Money | Measure::Saving))
                     } else {
                         unit.iter().any(|u| self.counted.contains(u))
                     }
@@ -1170,6 +1232,12 @@ impl Question {
                     Some(Measure::Money) if !Measure::Money.stated(text) => {
                         return Some(
                             "the question asks for a sum of money, and it states none".into(),
+                        );
+                    }
+                    Some(Measure::Saving) if !Measure::Saving.stated(text) => {
+                        return Some(
+                            "the question asks for a sum saved, and it states neither money nor a share"
+                                .into(),
                         );
                     }
                     Some(Measure::Size) if !Measure::Size.stated(text) => {
@@ -1192,6 +1260,15 @@ impl Question {
             }
             AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
                 return Some("the question asks for a time, and it states none".into());
+            }
+            // "Until what time": a date (`March 2025`) is not a time of day.
+            AnswerKind::Time
+                if self.clock
+                    && !times(text)
+                        .iter()
+                        .any(|t| !self.asked_times.contains(t) && is_time_of_day(t)) =>
+            {
+                return Some("the question asks for a time of day, and it states none".into());
             }
             // "Since when", "what date": a length of time (`14 days`) is not a point in it.
             AnswerKind::Time
@@ -1491,7 +1568,14 @@ fn amount_followers<'a>(text: &'a str, value: &str, unit: &str) -> Vec<&'a str> 
 fn contrasted(question: &str, text: &str) -> Option<(String, String)> {
     let lower = question.to_lowercase();
     let asked = words(&lower);
-    let lower = text.to_lowercase();
+    // A record's field key (`first_last:`) names what the record holds, not which end it
+    // states.
+    let lower: String = text
+        .split_whitespace()
+        .filter(|t| !t.contains('_'))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
     let stated = words(&lower);
     for series in CONTRASTS {
         for end in *series {
@@ -1558,6 +1642,29 @@ fn counted_phrase(question: &str) -> Vec<String> {
 
 /// Whether `question` (lower case) asks for a point in time rather than any time: a date, a
 /// year, a month, a day, or since when.
+/// Whether `question` (lower case) asks for a time of day: `what time` (or `what times`),
+/// unless it asks for a time of year or a period.
+fn asks_time_of_day(question: &str) -> bool {
+    let w = words(question);
+    w.windows(2).enumerate().any(|(i, p)| {
+        p[0] == "what"
+            && (p[1] == "time" || p[1] == "times")
+            && !matches!(
+                w.get(i + 2).copied(),
+                Some("period" | "frame" | "limit" | "scale" | "span")
+            )
+            && !(w.get(i + 2) == Some(&"of") && w.get(i + 3).is_some_and(|x| *x != "day"))
+    })
+}
+
+/// Whether a time [`times`] read is a time of day (`17:30`, `8 pm`, `noon`).
+fn is_time_of_day(time: &str) -> bool {
+    time.contains(':')
+        || time.ends_with("am")
+        || time.ends_with("pm")
+        || ["noon", "midday", "midnight"].contains(&time)
+}
+
 fn asks_point_in_time(question: &str) -> bool {
     let tokens = words(question);
     tokens.windows(2).any(|w| {
@@ -1689,7 +1796,16 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
         }
         // `£0.60 per A4 side and £1.20 per A3 side`: each side of an `and` may be said alone
         // (a run of clauses still joins them).
-        if bytes[i..].starts_with(b" and ") {
+        // But not inside a name (`Park and Ride`). A space starts ` and `, so both slices
+        // fall on character boundaries.
+        let name = || {
+            let capital = |w: Option<&str>| {
+                w.and_then(|w| w.chars().next())
+                    .is_some_and(char::is_uppercase)
+            };
+            capital(line[..i].rsplit(' ').next()) && capital(line[i + 5..].split(' ').next())
+        };
+        if bytes[i..].starts_with(b" and ") && !name() {
             out.push((start, i));
             start = i + 5;
             i += 5;
@@ -1734,6 +1850,21 @@ mod tests {
             ))
             .unwrap();
         store
+    }
+
+    #[test]
+    fn a_dimension_is_answered_by_its_own_clause() {
+        let mut store = store();
+        let line = "A scooter on a tram may be up to 100 cm long, and a scooter on a tram may be up to 60 cm wide.";
+        store
+            .insert(SourceDocument::new("ACC", "v1", true, &format!("Access\n{line}")))
+            .unwrap();
+        let q = Question::new("How wide can a scooter be to go on the tram?", &store);
+        assert_eq!(q.kind(), AnswerKind::Quantity);
+        let spans = q.spans(line);
+        // A length is not a width: the clause stating only `long` is no answer.
+        assert!(spans[0].ends_with("up to 60 cm wide."), "{spans:?}");
+        assert!(spans.iter().all(|s| !s.contains("100 cm")), "{spans:?}");
     }
 
     /// Adds a source of twenty lines that name nothing, so that a name few lines state
@@ -2154,6 +2285,46 @@ mod tests {
             .misses("The secondary endpoint is body weight at week 26.")
             .is_some());
         assert_eq!(q.misses("The primary endpoint is HbA1c at week 26."), None);
+    }
+
+    /// A record's field key (`first_last`) names both ends and states neither; `what time`
+    /// asks for a time of day; `how long` asks for a length even of something priced; a
+    /// saving may be a share; a name (`Bus 22`) is a member of its series.
+    #[test]
+    fn what_a_question_asks_for_is_read_from_its_words_not_its_records_keys() {
+        let mut store = store();
+        store
+            .insert(SourceDocument::new(
+                "RTE",
+                "v1",
+                true,
+                "Routes\nroute: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.\nroute: Bus 17; first_last: The first Bus 17 leaves at 07:15.\nThe desk is open from 08:00 to 18:00.\nThis procedure was issued in March 2025.\nOne fare covers any change of bus for 90 minutes.\nStudents get 30% off a monthly fare.\nThe replacement buses stop at Millbrook Park and Ride.",
+            ))
+            .unwrap();
+        let last = Question::new("What time does the last Bus 4 leave?", &store);
+        let spans = last.spans(
+            "route: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.",
+        );
+        assert!(spans.iter().all(|s| !s.ends_with("05:50")), "{spans:?}");
+        let open = Question::new("Until what time is the desk open?", &store);
+        assert!(open
+            .misses("This procedure was issued in March 2025.")
+            .is_some_and(|w| w.contains("time of day")));
+        assert_eq!(open.misses("The desk is open from 08:00 to 18:00."), None);
+        let long = Question::new("How long does one fare cover a change of bus?", &store);
+        assert_eq!(
+            long.misses("One fare covers any change of bus for 90 minutes."),
+            None
+        );
+        let save = Question::new("How much do students save on a monthly fare?", &store);
+        assert_eq!(save.misses("Students get 30% off a monthly fare."), None);
+        let unknown = Question::new("When does Bus 22 leave?", &store);
+        assert!(unknown
+            .misses("route: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.")
+            .is_some_and(|w| w.contains("no source states")));
+        let stop = Question::new("Where do the replacement buses stop?", &store);
+        let spans = stop.spans("The replacement buses stop at Millbrook Park and Ride.");
+        assert!(spans[0].ends_with("Park and Ride."), "{spans:?}");
     }
 
     /// A rare word of what is asked that no source states (`karaoke`) leaves nothing to
