@@ -364,8 +364,8 @@ impl Measure {
         {
             Some(Self::Size)
         } else if tokens
-                .iter()
-                .any(|w| EXTENT.contains(&w.trim_end_matches('s')))
+            .iter()
+            .any(|w| EXTENT.contains(&w.trim_end_matches('s')))
         {
             Some(Self::Extent)
         } else {
@@ -1027,6 +1027,21 @@ impl Question {
     #[must_use]
     pub fn subject(&self) -> (&[String], &[(String, f64)]) {
         (&self.ids, &self.names)
+    }
+
+    /// Whether `line` names ids written with a capital (`N1`, `NCT05550001`) and none of
+    /// those the question names: a record of another route or trial, not of the asked one.
+    #[must_use]
+    pub fn names_other_ids(&self, line: &str) -> bool {
+        if self.ids.is_empty() {
+            return false;
+        }
+        let named: Vec<String> = line
+            .split_whitespace()
+            .filter(|w| w.chars().any(char::is_uppercase))
+            .flat_map(id_tokens)
+            .collect();
+        !named.is_empty() && !named.iter().any(|t| self.ids.contains(t))
     }
 
     /// Whether the question asks about an earlier, previous or superseded version (or
@@ -1857,7 +1872,12 @@ mod tests {
         let mut store = store();
         let line = "A scooter on a tram may be up to 100 cm long, and a scooter on a tram may be up to 60 cm wide.";
         store
-            .insert(SourceDocument::new("ACC", "v1", true, &format!("Access\n{line}")))
+            .insert(SourceDocument::new(
+                "ACC",
+                "v1",
+                true,
+                &format!("Access\n{line}"),
+            ))
             .unwrap();
         let q = Question::new("How wide can a scooter be to go on the tram?", &store);
         assert_eq!(q.kind(), AnswerKind::Quantity);

@@ -648,7 +648,7 @@ pub fn rank_citations(
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
-    let mut scored: Vec<((bool, usize), f64, usize, Citable)> = Vec::new();
+    let mut scored: Vec<((bool, bool, usize), f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
@@ -671,6 +671,15 @@ pub fn rank_citations(
                 }
             })
             .sum();
+        // A record's line (`route: Bus X9; first_last: …`) is also about what the record's
+        // other lines state (`an express bus to the airport`): those words count a quarter,
+        // so they part lines that share as much of their own.
+        let record = record_stems(store, source, version, quote);
+        score += distinct
+            .iter()
+            .filter(|t| !shared.contains(*t) && record.contains(**t))
+            .map(|t| idf(t) / 4.0)
+            .sum::<f64>();
         let pairs: BTreeSet<(&String, &String)> =
             stems.windows(2).map(|w| (&w[0], &w[1])).collect();
         for w in terms.windows(2) {
@@ -694,8 +703,11 @@ pub fn rank_citations(
             .iter()
             .filter(|t| stems.contains(*t))
             .count();
+        // A line naming only other ids (another route's record) gives way to any that
+        // does not.
+        let own_ids = !question.names_other_ids(quote);
         scored.push((
-            (earlier && superseded, asked),
+            (earlier && superseded, own_ids, asked),
             score,
             i,
             Citable {
@@ -723,6 +735,27 @@ pub fn rank_citations(
         .filter(|(key, s, _, _)| *key == first && s * 2.0 > best)
         .take(keep)
         .map(|(_, _, _, c)| c)
+        .collect()
+}
+
+/// The stems of the other lines of the record `quote` belongs to: the lines of its source
+/// and version that open with the same key (`route: Bus X9; …`). Empty for a line that is
+/// not a record's.
+fn record_stems(store: &SourceStore, source: &str, version: &str, quote: &str) -> BTreeSet<String> {
+    let Some((key, _)) = quote.split_once("; ") else {
+        return BTreeSet::new();
+    };
+    if !key.contains(": ") {
+        return BTreeSet::new();
+    }
+    let prefix = format!("{key}; ");
+    store
+        .versions(source)
+        .iter()
+        .filter(|d| d.version() == version)
+        .flat_map(|d| d.lines().iter())
+        .filter(|l| l.starts_with(&prefix) && l.as_str() != quote)
+        .flat_map(|l| content_stems(l))
         .collect()
 }
 
@@ -1476,6 +1509,41 @@ Soup is served from noon.",
             "Charge the Zephyr for 4 hours before the first ride.",
         );
         assert!(refused.is_some());
+    }
+
+    /// A record's line is ranked with what its record's other lines say, and a record of
+    /// another id gives way to one of the asked id.
+    #[test]
+    fn a_records_line_is_ranked_by_its_record_and_its_id() {
+        let records = [
+            "route: Bus 4; runs: Bus 4 runs from the Interchange to the hospital.",
+            "route: Bus 4; first_last: The first Bus 4 leaves at 05:50.",
+            "route: Bus X9; runs: Bus X9 is an express bus to the airport.",
+            "route: Bus X9; first_last: The first Bus X9 leaves at 04:40.",
+            "route: Night bus N1; times: Night bus N1 runs every 30 minutes on weekday mornings.",
+            "route: Tram T1; times: On weekdays Tram T1 runs every 6 minutes.",
+        ];
+        let mut store = SourceStore::new();
+        store
+            .insert(
+                proviso_contract::SourceDocument::new("routes", "v1", true, &records.join("\n"))
+                    .records(),
+            )
+            .unwrap();
+        let line = |n: usize| {
+            json!({"quote": records[n - 1], "source_id": "routes", "version": "v1",
+                "line_start": n, "line_end": n})
+        };
+        let first = Question::new("When does the first airport express bus leave?", &store);
+        let ranked = rank_citations(&[line(2), line(4)], &first, &store, 2);
+        assert_eq!(ranked[0].citation["line_start"], 4, "{ranked:?}");
+        let often = Question::new(
+            "How often does the T1 tram come on weekday mornings?",
+            &store,
+        );
+        let ranked = rank_citations(&[line(5), line(6)], &often, &store, 2);
+        assert_eq!(ranked[0].citation["line_start"], 6, "{ranked:?}");
+        assert!(ranked.iter().all(|c| c.citation["line_start"] != 5));
     }
 
     #[test]
