@@ -217,7 +217,7 @@ const RELATED: &[&[&str]] = &[
     &["deep", "deeper", "deepest", "depth"],
     &["tall", "taller", "tallest", "height"],
     &["heavy", "heavier", "heaviest", "weight", "weigh"],
-    &["trip", "travel", "journey"],
+    &["trip", "travel", "journey", "ride"],
     &["hotel", "lodging", "accommodation"],
     &["meal", "food"],
     &["day", "days", "daily"],
@@ -457,10 +457,51 @@ pub fn content_stems(text: &str) -> Vec<String> {
 /// ([`with_redone`]) and a phrasal verb its one-word equivalent ([`with_phrasal`]).
 #[must_use]
 pub fn reading(text: &str) -> std::borrow::Cow<'_, str> {
-    match with_redone(text) {
+    let read = match with_redone(text) {
         std::borrow::Cow::Borrowed(t) => with_phrasal(t),
         std::borrow::Cow::Owned(t) => std::borrow::Cow::Owned(with_phrasal(&t).into_owned()),
+    };
+    match joined_compounds(&read) {
+        Some(joined) => std::borrow::Cow::Owned(joined),
+        None => read,
     }
+}
+
+/// `text` with a hyphen taken out of a word made of two short pieces (`Wi-Fi` is `WiFi`,
+/// `hi-fi` is `hifi`), which split would be two fragments too short to mean anything;
+/// `None` when it has none. `e-book` keeps its hyphen: `book` means something alone.
+fn joined_compounds(text: &str) -> Option<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let piece = |from: usize, step: isize| {
+        let mut n = 0;
+        let mut i = from as isize;
+        while i >= 0 && (i as usize) < chars.len() && chars[i as usize].is_alphabetic() {
+            n += 1;
+            i += step;
+        }
+        // The piece must end at a non-letter that is not a digit either.
+        let bounded = i < 0 || (i as usize) >= chars.len() || !chars[i as usize].is_alphanumeric();
+        (n, bounded)
+    };
+    let joins: Vec<usize> = (1..chars.len().saturating_sub(1))
+        .filter(|&i| chars[i] == '-')
+        .filter(|&i| {
+            let (left, left_bounded) = piece(i - 1, -1);
+            let (right, right_bounded) = piece(i + 1, 1);
+            (1..=2).contains(&left) && (1..=2).contains(&right) && left_bounded && right_bounded
+        })
+        .collect();
+    if joins.is_empty() {
+        return None;
+    }
+    Some(
+        chars
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !joins.contains(i))
+            .map(|(_, c)| c)
+            .collect(),
+    )
 }
 
 /// Phrasal verbs and the one word a document often writes for them: the verbs (base forms,
@@ -1335,6 +1376,12 @@ mod tests {
             assert_eq!(stem(a), stem(b), "{a} {b}");
         }
         assert_ne!(stem("added"), stem("ad"));
+        // A word of two short pieces is one word; `e-book` is still a book.
+        assert_eq!(
+            content_stems("Is there Wi-Fi on board?"),
+            content_stems("wifi board")
+        );
+        assert!(content_stems("an e-book").contains(&stem("books")));
         assert_ne!(stem("need"), stem("ne"));
         assert_ne!(stem("feed"), stem("fee"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
