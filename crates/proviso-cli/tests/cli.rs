@@ -534,6 +534,29 @@ fn retrieval_and_the_harness_answers_are_measured_without_generating() {
     assert!(reranked[0] == 55 && reranked[1] >= 52, "{stdout}");
 }
 
+/// The fourth corpus (`corpora/transit`), a development set since its first read: the
+/// harness's right answers and wrong answers accepted are held to a ratchet.
+#[test]
+fn the_transit_corpus_is_held_to_a_ratchet() {
+    let (code, stdout, stderr) = proviso(
+        &[
+            "eval",
+            "questions",
+            "--harness",
+            "--bank",
+            "corpora/transit/questions.json",
+            "--docs",
+            "corpora/transit",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // questions, right, wrong, no fact, abstained
+    let all = all_row(&stdout);
+    assert_eq!(all[0], 49, "{stdout}");
+    assert!(all[1] >= 37 && all[2] <= 1, "{stdout}");
+}
+
 /// Questions about what the sources never state (an invented name or id, an unrelated
 /// attribute, another member of a series), made from the development questions
 /// (`corpora/probes`): the wrong answers the harness accepts are held to a ratchet.

@@ -535,6 +535,9 @@ const IDIOMS: &[(&[&str], &str)] = &[
     (&["at", "once"], "simultaneously"),
     // "I lost my card. How much is a new one?"
     (&["a", "new", "one"], "replacement"),
+    // "When did the current fares come in?": what is in force is what is current.
+    (&["in", "force"], "current"),
+    (&["into", "force"], "current"),
 ];
 
 /// Words that may stand between a phrasal verb and its particle (`pick it up`).
@@ -1291,6 +1294,10 @@ mod tests {
             ("a grown-up card", "an adult card"),
             ("How many at the same time?", "Up to 20 at once."),
             ("How much is a new one?", "A replacement card costs £2.50."),
+            (
+                "When did the current fares come in?",
+                "Version 2 is in force from 2026-01-04.",
+            ),
         ] {
             let (a, b) = (content_stems(a), content_stems(b));
             assert!(b.iter().any(|s| a.contains(s)), "{a:?} {b:?}");
