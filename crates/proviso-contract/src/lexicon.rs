@@ -279,8 +279,10 @@ fn base_form(word: &str) -> String {
     // `opened` meets `open`, `testing` meets `test`: a verb ending goes when a word of
     // three letters or more remains. `used` meets `use` (its `d` goes when the `-ed` would
     // leave too little, unless the word ends in `-eed`: `need`, `fee`).
+    // A word ending in `-eed` (`speed`, `proceed`) keeps it: its `ed` is no ending.
     let lower = ["ing", "ed"]
         .iter()
+        .filter(|suffix| **suffix != "ed" || !lower.ends_with("eed"))
         .find_map(|suffix| {
             lower
                 .strip_suffix(suffix)
@@ -1390,6 +1392,8 @@ mod tests {
         );
         assert!(content_stems("an e-book").contains(&stem("books")));
         assert_ne!(stem("need"), stem("ne"));
+        assert_eq!(stem("speed"), stem("speeds"));
+        assert_ne!(stem("speed"), stem("spa"));
         assert_ne!(stem("feed"), stem("fee"));
         assert_ne!(stem("NCT04123456"), stem("NCT04890123"));
         assert_eq!(

@@ -1315,10 +1315,13 @@ impl Question {
                 ));
             }
         }
+        // An amount or a time the question asks for, which the checks above found, is
+        // new however short it is (`2` in "every tram has 2 wheelchair spaces").
+        let valued = matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time);
         let new = stems
             .iter()
             .any(|s| !asked.contains(s) && s.chars().count() >= 2);
-        if !new {
+        if !new && !valued {
             return Some("it only restates the question".into());
         }
         // What the question asks beyond its subject must be in the answer: a line that only

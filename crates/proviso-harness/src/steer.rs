@@ -648,7 +648,7 @@ pub fn rank_citations(
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
-    let mut scored: Vec<((bool, bool, usize), f64, usize, Citable)> = Vec::new();
+    let mut scored: Vec<((bool, bool, usize, bool), f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
@@ -706,8 +706,14 @@ pub fn rank_citations(
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
+        // A document's title line names the whole document: a line of its body that
+        // states as much of what is asked says it of the thing asked about.
+        let body = !store
+            .versions(source)
+            .iter()
+            .any(|d| d.version() == version && d.title() == Some(quote));
         scored.push((
-            (earlier && superseded, own_ids, asked),
+            (earlier && superseded, own_ids, asked, body),
             score,
             i,
             Citable {
