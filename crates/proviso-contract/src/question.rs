@@ -2321,7 +2321,7 @@ mod tests {
                 "RTE",
                 "v1",
                 true,
-                "Routes\nroute: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.\nroute: Bus 17; first_last: The first Bus 17 leaves at 07:15.\nThe desk is open from 08:00 to 18:00.\nThis procedure was issued in March 2025.\nOne fare covers any change of bus for 90 minutes.\nStudents get 30% off a monthly fare.\nThe replacement buses stop at Millbrook Park and Ride.",
+                "Routes\nroute: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.\nroute: Bus 17; first_last: The first Bus 17 leaves at 07:15.\nThe desk is open from 08:00 to 18:00.\nThis procedure was issued in March 2025.\nOne fare covers any change of bus for 90 minutes.\nStudents get 30% off a monthly fare.\nThe replacement buses stop at Millbrook Park and Ride.\nEvery tram has 2 wheelchair spaces, and every bus has 1 wheelchair space.",
             ))
             .unwrap();
         let last = Question::new("What time does the last Bus 4 leave?", &store);
@@ -2345,6 +2345,9 @@ mod tests {
         assert!(unknown
             .misses("route: Bus 4; first_last: The first Bus 4 leaves at 05:50 and the last leaves at 23:30.")
             .is_some_and(|w| w.contains("no source states")));
+        // A one-digit amount is what is asked, not a restatement of the question.
+        let spaces = Question::new("How many wheelchair spaces does a tram have?", &store);
+        assert_eq!(spaces.misses("Every tram has 2 wheelchair spaces"), None);
         let stop = Question::new("Where do the replacement buses stop?", &store);
         let spans = stop.spans("The replacement buses stop at Millbrook Park and Ride.");
         assert!(spans[0].ends_with("Park and Ride."), "{spans:?}");

@@ -1550,6 +1550,26 @@ Soup is served from noon.",
         let ranked = rank_citations(&[line(5), line(6)], &often, &store, 2);
         assert_eq!(ranked[0].citation["line_start"], 6, "{ranked:?}");
         assert!(ranked.iter().all(|c| c.citation["line_start"] != 5));
+        // A title line that states as much of what is asked gives way to the body's.
+        let notice = [
+            "Notice: tram track renewal, issued on 2 March 2026.",
+            "The trams stop while the track is renewed, from 11 April 2026 to 26 April 2026.",
+        ];
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "notice",
+                "v1",
+                true,
+                &notice.join("\n"),
+            ))
+            .unwrap();
+        let when = Question::new("When is the tram track renewed?", &store);
+        let cite = |n: usize| {
+            json!({"quote": notice[n - 1], "source_id": "notice", "version": "v1",
+                "line_start": n, "line_end": n})
+        };
+        let ranked = rank_citations(&[cite(1), cite(2)], &when, &store, 2);
+        assert_eq!(ranked[0].citation["line_start"], 2, "{ranked:?}");
     }
 
     #[test]
