@@ -1071,6 +1071,30 @@ const ORDINALS: &[&str] = &[
 /// What an ordinal numbers when it names a place: a floor, not a participant.
 const STOREYS: &[&str] = &["floor", "level", "storey", "story", "deck"];
 
+/// Nouns of a kind of place, which answer "where" without a name (`at tram stops`, `at the
+/// front desk`, `in the lobby`). General English only.
+const PLACE_NOUNS: &[&str] = &[
+    "stop",
+    "station",
+    "platform",
+    "desk",
+    "counter",
+    "reception",
+    "entrance",
+    "lobby",
+    "office",
+    "foyer",
+    "corridor",
+    "basement",
+    "shelf",
+    "locker",
+    "cupboard",
+    "drawer",
+    "garage",
+    "yard",
+    "kitchen",
+];
+
 /// Whether `text` states a numbered or an ordinal place: a word and its number (`room
 /// 2.04`, `gate 12`), a number and a name (`48 Northgate Road`), or an ordinal floor (`the
 /// second floor`). Sums of money, dates and lengths of time are not places.
@@ -1092,12 +1116,20 @@ pub fn states_location(text: &str) -> bool {
         MONTHS.contains(&t.as_str()) || TIME_UNITS.contains(&t.as_str()) || is_calendar_word(&t)
     };
     let name = |t: &str| t.chars().next().is_some_and(char::is_uppercase);
-    tokens.windows(2).any(|w| {
-        (word(w[0]) && number(w[1]) && !timed(w[0]))
-            || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
-            || (ORDINALS.contains(&w[0].to_lowercase().as_str())
-                && STOREYS.contains(&w[1].to_lowercase().as_str()))
-    })
+    let place = |t: &str| {
+        let lower = t.to_lowercase();
+        PLACE_NOUNS.contains(&lower.as_str())
+            || lower
+                .strip_suffix('s')
+                .is_some_and(|one| PLACE_NOUNS.contains(&one))
+    };
+    tokens.iter().any(|t| place(t))
+        || tokens.windows(2).any(|w| {
+            (word(w[0]) && number(w[1]) && !timed(w[0]))
+                || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
+                || (ORDINALS.contains(&w[0].to_lowercase().as_str())
+                    && STOREYS.contains(&w[1].to_lowercase().as_str()))
+        })
 }
 
 /// Whether a text states a time (see [`times`]).
@@ -1121,6 +1153,9 @@ mod tests {
         ));
         assert!(states_location("The office is at 48 Northgate Road."));
         assert!(states_location("Boarding is at gate 12."));
+        // A kind of place answers without a name.
+        assert!(states_location("Tram stops have ticket machines."));
+        assert!(states_location("Ask at the front desk."));
         assert!(!states_location("First participant was dosed at 22 sites."));
         assert!(!states_location("A card costs £2.50."));
         assert!(!states_location(
