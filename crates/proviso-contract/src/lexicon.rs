@@ -1116,20 +1116,28 @@ pub fn states_location(text: &str) -> bool {
         MONTHS.contains(&t.as_str()) || TIME_UNITS.contains(&t.as_str()) || is_calendar_word(&t)
     };
     let name = |t: &str| t.chars().next().is_some_and(char::is_uppercase);
-    let place = |t: &str| {
-        let lower = t.to_lowercase();
-        PLACE_NOUNS.contains(&lower.as_str())
-            || lower
-                .strip_suffix('s')
-                .is_some_and(|one| PLACE_NOUNS.contains(&one))
-    };
-    tokens.iter().any(|t| place(t))
-        || tokens.windows(2).any(|w| {
-            (word(w[0]) && number(w[1]) && !timed(w[0]))
-                || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
-                || (ORDINALS.contains(&w[0].to_lowercase().as_str())
-                    && STOREYS.contains(&w[1].to_lowercase().as_str()))
+    tokens.windows(2).any(|w| {
+        (word(w[0]) && number(w[1]) && !timed(w[0]))
+            || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
+            || (ORDINALS.contains(&w[0].to_lowercase().as_str())
+                && STOREYS.contains(&w[1].to_lowercase().as_str()))
+    })
+}
+
+/// The nouns of a kind of place `text` states ([`PLACE_NOUNS`]: `stops`, `desk`), as
+/// written: they answer "where" without a name, unless they are what the question names.
+#[must_use]
+pub fn place_nouns(text: &str) -> Vec<&str> {
+    words(text)
+        .into_iter()
+        .filter(|t| {
+            let lower = t.to_lowercase();
+            PLACE_NOUNS.contains(&lower.as_str())
+                || lower
+                    .strip_suffix('s')
+                    .is_some_and(|one| PLACE_NOUNS.contains(&one))
         })
+        .collect()
 }
 
 /// Whether a text states a time (see [`times`]).
@@ -1154,8 +1162,8 @@ mod tests {
         assert!(states_location("The office is at 48 Northgate Road."));
         assert!(states_location("Boarding is at gate 12."));
         // A kind of place answers without a name.
-        assert!(states_location("Tram stops have ticket machines."));
-        assert!(states_location("Ask at the front desk."));
+        assert_eq!(place_nouns("Tram stops have ticket machines."), ["stops"]);
+        assert_eq!(place_nouns("Ask at the front desk."), ["desk"]);
         assert!(!states_location("First participant was dosed at 22 sites."));
         assert!(!states_location("A card costs £2.50."));
         assert!(!states_location(

@@ -17,7 +17,7 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, common_words, content_stems, content_words, is_calendar_word,
     is_common_word, is_duration, is_function_word, is_heading, is_light_word, money_amounts,
-    reading, states_extent, states_location, states_money, states_size, stem, times,
+    place_nouns, reading, states_extent, states_location, states_money, states_size, stem, times,
     without_locators, words,
 };
 use crate::rejection::{Location, Violation};
@@ -1300,7 +1300,13 @@ impl Question {
             AnswerKind::Person | AnswerKind::Place => {
                 // A place is also a numbered or an ordinal one: `room 2.04`, `the second
                 // floor`, `48 Northgate Road`.
-                let located = self.kind == AnswerKind::Place && states_location(text);
+                // So is a kind of place the question does not name (`at tram stops` for
+                // "where are the ticket machines", but not `office` for "where is the office").
+                let located = self.kind == AnswerKind::Place
+                    && (states_location(text)
+                        || place_nouns(text)
+                            .iter()
+                            .any(|p| !self.terms.contains(&stem(p))));
                 if self.names_in(text) == 0 && !located {
                     return Some("the question asks for a name, and it states none".into());
                 }
@@ -2440,7 +2446,7 @@ The club was founded in 1990.",
         let mut store = SourceStore::new();
         for (id, text) in [
             ("NEWS", "Harbour news\nMarta Lindqvist, Head of Operations at Harbour Ferries, said: \"The new timetable starts in May and adds late services.\""),
-            ("MAP", "Terminal map\nThe ticket office is in room 1.12 on the ground floor."),
+            ("MAP", "Terminal map\nThe ticket office is in room 1.12 on the ground floor.\nTram stops have ticket machines."),
             ("CAFE", "Cafe menu\nSoup is served from noon."),
             ("CLUB", "Club news\nThe club was founded in 1990."),
         ] {
@@ -2457,6 +2463,9 @@ The club was founded in 1990.",
         assert!(place
             .misses("The ticket office sells day returns.")
             .is_some());
+        // A kind of place the question does not name answers it.
+        let machines = Question::new("Where are the ticket machines?", &store);
+        assert_eq!(machines.misses("Tram stops have ticket machines."), None);
     }
 
     /// A record keyed by a bare label (`B: …`) states that label of the series asked
