@@ -605,6 +605,12 @@ impl Citable {
 /// Most answer spans offered per cited line.
 const SPANS_PER_LINE: usize = 3;
 
+/// How a candidate line ranks before its score is compared, most telling first: it is of a
+/// superseded version a question about an earlier version asks for; it names no other
+/// record's id; how much of what is asked beyond the subject it states; it is a body line,
+/// not a title.
+type RankKey = (bool, bool, usize, bool);
+
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
 /// observed line answers it.
 ///
@@ -648,7 +654,7 @@ pub fn rank_citations(
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
-    let mut scored: Vec<((bool, bool, usize, bool), f64, usize, Citable)> = Vec::new();
+    let mut scored: Vec<(RankKey, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
