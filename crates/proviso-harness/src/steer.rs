@@ -713,11 +713,14 @@ pub fn rank_citations(
         // does not.
         let own_ids = !question.names_other_ids(quote);
         // A document's title line names the whole document: a line of its body that
-        // states as much of what is asked says it of the thing asked about.
-        let body = !store
-            .versions(source)
-            .iter()
-            .any(|d| d.version() == version && d.title() == Some(quote));
+        // states as much of what is asked says it of the thing asked about. A record's
+        // first line (`NCT…: title: …; status: recruiting.`) is no title: it states its
+        // fields as any other record's line does.
+        let body = record_key(quote).is_some()
+            || !store
+                .versions(source)
+                .iter()
+                .any(|d| d.version() == version && d.title() == Some(quote));
         scored.push((
             (earlier && superseded, own_ids, asked, body),
             score,
@@ -750,16 +753,20 @@ pub fn rank_citations(
         .collect()
 }
 
+/// The key a record's line opens with (`route: Bus X9` in `route: Bus X9; runs: …`): its
+/// first field, when the line is written as `field: value; field: value`.
+fn record_key(quote: &str) -> Option<&str> {
+    let (key, _) = quote.split_once("; ")?;
+    key.contains(": ").then_some(key)
+}
+
 /// The stems of the other lines of the record `quote` belongs to: the lines of its source
 /// and version that open with the same key (`route: Bus X9; …`). Empty for a line that is
 /// not a record's.
 fn record_stems(store: &SourceStore, source: &str, version: &str, quote: &str) -> BTreeSet<String> {
-    let Some((key, _)) = quote.split_once("; ") else {
+    let Some(key) = record_key(quote) else {
         return BTreeSet::new();
     };
-    if !key.contains(": ") {
-        return BTreeSet::new();
-    }
     let prefix = format!("{key}; ");
     store
         .versions(source)
@@ -1576,6 +1583,26 @@ Soup is served from noon.",
         };
         let ranked = rank_citations(&[cite(1), cite(2)], &when, &store, 2);
         assert_eq!(ranked[0].citation["line_start"], 2, "{ranked:?}");
+        // A record's first line is no title: the trial's own status comes before an arm's.
+        let registry = [
+            "ZX-1: title: A Study of Orvane in Gout; status: recruiting.",
+            "Arm A: orvane 5 mg; status: active; enrolled: 40.",
+        ];
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "ZX-1",
+                "registry",
+                true,
+                &registry.join("\n"),
+            ))
+            .unwrap();
+        let status = Question::new("What is the status of the ZX-1 trial?", &store);
+        let cite = |n: usize| {
+            json!({"quote": registry[n - 1], "source_id": "ZX-1", "version": "registry",
+                "line_start": n, "line_end": n})
+        };
+        let ranked = rank_citations(&[cite(2), cite(1)], &status, &store, 2);
+        assert_eq!(ranked[0].citation["line_start"], 1, "{ranked:?}");
     }
 
     #[test]
