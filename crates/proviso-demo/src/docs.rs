@@ -19,7 +19,7 @@ use proviso_harness::{ToolFailure, Toolbox};
 use proviso_tools::{ToolError, ToolSpec};
 use serde_json::{json, Value};
 
-use crate::index::TextIndex;
+use crate::index::{TextIndex, VersionedLine};
 
 /// Why a document directory cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +82,18 @@ pub struct DocsBase {
     store: Arc<SourceStore>,
     lines: Vec<Line>,
     index: TextIndex,
+    /// Per line, whether the version in force restates it ([`crate::index::restated`]).
+    restated: Vec<bool>,
+}
+
+/// A line as the versioned search weighs it.
+fn versioned<'a>(sources: &'a [SourceInfo], line: &'a Line) -> VersionedLine<'a> {
+    let info = &sources[line.source];
+    VersionedLine {
+        source: &info.source_id,
+        in_force: info.in_force,
+        text: &line.text,
+    }
 }
 
 /// The extensions read, and how.
@@ -240,11 +252,18 @@ impl DocsBase {
                 texts.push(text);
             }
         }
+        let restated = crate::index::restated(
+            &lines
+                .iter()
+                .map(|l| versioned(&sources, l))
+                .collect::<Vec<_>>(),
+        );
         Ok(Self {
             sources,
             store: Arc::new(store),
             index: TextIndex::new(&texts),
             lines,
+            restated,
         })
     }
 
@@ -277,13 +296,16 @@ impl DocsBase {
         &self.store
     }
 
-    /// The best `limit` lines for `query`, each with its source, version, whether that
-    /// version is in force, and its line number.
+    /// The best `limit` lines for `query` ([`TextIndex::search_versions`]: the version in
+    /// force first, unless the query asks about an earlier one), each with its source,
+    /// version, whether that version is in force, and its line number.
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Value {
         let hits: Vec<Value> = self
             .index
-            .search_where(query, limit, |_| true, |i| self.lines[i].text.as_str())
+            .search_versions(query, limit, &self.store, &self.restated, |i| {
+                versioned(&self.sources, &self.lines[i])
+            })
             .into_iter()
             .map(|h| {
                 let line = &self.lines[h.index];

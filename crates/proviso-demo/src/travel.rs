@@ -9,7 +9,7 @@ use proviso_harness::{ToolFailure, Toolbox};
 use proviso_tools::{ToolError, ToolSpec};
 use serde_json::{json, Value};
 
-use crate::index::TextIndex;
+use crate::index::{TextIndex, VersionedLine};
 
 const MANIFEST: &str = include_str!("../../../corpora/travel-policy/manifest.json");
 const FILES: [(&str, &str); 2] = [
@@ -41,6 +41,8 @@ pub struct PolicyBase {
     store: Arc<SourceStore>,
     lines: Vec<Line>,
     index: TextIndex,
+    /// Per line, whether the version in force restates it ([`crate::index::restated`]).
+    restated: Vec<bool>,
 }
 
 impl PolicyBase {
@@ -74,11 +76,23 @@ impl PolicyBase {
             }
         }
         let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
+        let restated =
+            crate::index::restated(&lines.iter().map(|l| Self::versioned(l)).collect::<Vec<_>>());
         Ok(Self {
             store: Arc::new(store),
             index: TextIndex::new(&texts),
             lines,
+            restated,
         })
+    }
+
+    /// A line as the versioned search weighs it.
+    fn versioned(line: &Line) -> VersionedLine<'_> {
+        VersionedLine {
+            source: "travel-policy",
+            in_force: line.in_force,
+            text: &line.text,
+        }
     }
 
     /// The source store the evidence gate checks against.
@@ -92,12 +106,15 @@ impl PolicyBase {
         self.index.rerank_with(rerank);
     }
 
-    /// Ranked lines for `query`, in-force versions first among equal scores.
+    /// Ranked lines for `query` ([`TextIndex::search_versions`]: the version in force
+    /// first, unless the query asks about an earlier one).
     #[must_use]
     pub fn search(&self, query: &str, limit: usize) -> Value {
         let hits: Vec<Value> = self
             .index
-            .search_where(query, limit, |_| true, |i| self.lines[i].text.as_str())
+            .search_versions(query, limit, &self.store, &self.restated, |i| {
+                Self::versioned(&self.lines[i])
+            })
             .into_iter()
             .map(|h| {
                 let l = &self.lines[h.index];
