@@ -502,7 +502,8 @@ pub struct Question {
     proper: Vec<String>,
     /// Proper names the question writes that no source states: nothing here can answer it.
     unstated: Vec<String>,
-    /// What the question asks beyond its subject that no source states: no line answers it.
+    /// What the question asks beyond its subject that no source states, in a rare word, or
+    /// in any word of what a `what is the …` question asks for: no line answers it.
     unheard: Vec<String>,
     /// Qualifiers the question asks about that no source states, of a series they do
     /// state (`Arm F` beside arms A to C): no line answers for them.
@@ -906,6 +907,22 @@ impl Question {
             })
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
+        // What a `what is the …` question asks for, in a word no line of any source states,
+        // even a common one (`speed` in "What is the speed limit for trams?"): the sources
+        // state what they have a value for, so none of them answers it.
+        let mut unheard = unheard;
+        for w in attribute_phrase(&lower) {
+            let t = stem(w);
+            if !GENERIC_ATTRIBUTES.contains(&w)
+                && !LIMIT_ASKED.contains(&w)
+                && !light.contains(&t)
+                && !version_words.contains(&t)
+                && !sources.values().any(|s| s.0.contains(&t))
+                && !unheard.iter().any(|u| u == w)
+            {
+                unheard.push(w.to_owned());
+            }
+        }
         let counted = counted_phrase(&lower);
         // "How many days overdue … in the fees": what is counted is the measure; a sum of
         // money only when money is what is counted.
@@ -1643,6 +1660,111 @@ fn same_name(a: &str, b: &str) -> bool {
         || plural(b, a)
         || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
 }
+
+/// The words of what a `what is the …` question asks for (`speed limit` in "What is the
+/// speed limit for trams?", `registered title` in "what's the registered title of …"), lower
+/// case: the words after `what`/`which`, a form of `be` and an article or possessive, up to
+/// the first function word or past participle (`the longest stay allowed`).
+fn attribute_phrase(question: &str) -> Vec<&str> {
+    let w = words(question);
+    for i in 0..w.len().saturating_sub(2) {
+        // `what's` is read as `what` and `s`.
+        let opens = matches!(w[i], "what" | "which");
+        let be = matches!(w[i + 1], "is" | "was" | "are" | "were" | "s");
+        let det = i + 2;
+        if opens
+            && be
+            && matches!(
+                w.get(det).copied(),
+                Some("the" | "a" | "an" | "its" | "their" | "your" | "my" | "our")
+            )
+        {
+            // A participle before the noun describes it (`the registered title`); after
+            // it, it ends the phrase (`the longest stay allowed`).
+            return w[det + 1..]
+                .iter()
+                .copied()
+                .enumerate()
+                .take_while(|(k, x)| {
+                    !is_function_word(x)
+                        && x.chars().all(char::is_alphabetic)
+                        && (*k == 0 || !is_participle(x))
+                })
+                .map(|(_, x)| x)
+                .take(4)
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// Irregular past participles, which follow what is asked for rather than name it
+/// (`the longest stay allowed`, `the dose given`).
+const IRREGULAR_PARTICIPLES: &[&str] = &[
+    "given", "taken", "known", "seen", "written", "done", "made", "paid", "sent", "kept", "held",
+    "left", "told", "found", "shown", "run", "set", "put", "brought", "bought", "built", "chosen",
+    "driven", "spent", "worn", "gone", "begun", "won", "lost", "sold", "met", "led",
+];
+
+/// Whether `word` (lower case) reads as a past participle: a regular one (`allowed`,
+/// `required`; not `speed` or `need`) or an irregular one.
+fn is_participle(word: &str) -> bool {
+    (word.len() >= 5 && word.ends_with("ed") && !word.ends_with("eed"))
+        || IRREGULAR_PARTICIPLES.contains(&word)
+}
+
+/// Words naming the kind of value asked for, which an answer states by its kind rather than
+/// by the word (`the date of`, `the name of`), and words that qualify it without saying what
+/// it is of (`the current fare`, `the usual dose`): a source need not write either.
+const GENERIC_ATTRIBUTES: &[&str] = &[
+    "name",
+    "title",
+    "date",
+    "time",
+    "day",
+    "year",
+    "number",
+    "amount",
+    "cost",
+    "price",
+    "address",
+    "value",
+    "total",
+    "size",
+    "length",
+    "rate",
+    "current",
+    "latest",
+    "new",
+    "present",
+    "standard",
+    "usual",
+    "typical",
+    "normal",
+    "main",
+    "official",
+    "full",
+    "exact",
+    "overall",
+    "general",
+    "basic",
+    "regular",
+    "average",
+    "first",
+    "last",
+    "next",
+    "final",
+    "original",
+    "actual",
+    "expected",
+    "planned",
+    "approximate",
+    "estimated",
+    "right",
+    "correct",
+    "best",
+    "whole",
+];
 
 /// What "how many" counts in `question` (lower case): the stems of the noun phrase after
 /// it, up to the first function word (`interlibrary loan requests` in "how many
@@ -2386,6 +2508,44 @@ mod tests {
             let q = Question::new(question, &store);
             assert!(q.unheard.is_empty(), "{question}: {:?}", q.unheard);
         }
+    }
+
+    /// What a `what is the …` question asks for, in a word no source states, is not
+    /// answered, common word or not; a word naming the kind of value or qualifying it is
+    /// not held against the sources.
+    #[test]
+    fn what_a_what_is_the_question_asks_for_must_be_stated_somewhere() {
+        let store = store();
+        let line = "The limit is 750 yuan.";
+        let q = Question::new("What is the speed limit under the policy?", &store);
+        assert_eq!(q.unheard, ["speed"]);
+        assert!(q.misses(line).unwrap().contains("`speed`"));
+        for question in [
+            "What is the limit under the policy?",
+            "What's the current limit under the policy?",
+            "What is the usual limit under the policy?",
+        ] {
+            let q = Question::new(question, &store);
+            assert!(q.unheard.is_empty(), "{question}: {:?}", q.unheard);
+            assert_eq!(q.misses(line), None, "{question}");
+        }
+        assert_eq!(
+            attribute_phrase("which was the data cutoff for the review?"),
+            ["data", "cutoff"]
+        );
+        assert_eq!(
+            attribute_phrase("what's the registered title of it?"),
+            ["registered", "title"]
+        );
+        assert!(attribute_phrase("what did the arm receive?").is_empty());
+        assert_eq!(
+            attribute_phrase("what is the longest stay allowed without approval?"),
+            ["longest", "stay"]
+        );
+        assert_eq!(
+            attribute_phrase("what is the speed limit?"),
+            ["speed", "limit"]
+        );
     }
 
     /// The measure after `how`, light words (`still`) and the asker's own numbers (`I'm
