@@ -323,7 +323,7 @@ mod tests {
     /// A versioned search leaves out what the version in force restates and puts the
     /// version in force first, unless the query asks about an earlier one.
     #[test]
-    fn a_versioned_search_shows_the_version_in_force_first_and_headings_last() {
+    fn a_versioned_search_shows_the_version_in_force_first() {
         let doc = |version: &str, in_force: bool, body: &[&str]| {
             proviso_contract::SourceDocument::new("fees", version, in_force, &body.join("\n"))
         };
