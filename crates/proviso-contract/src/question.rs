@@ -745,26 +745,8 @@ impl Question {
             }
         };
         let tokens = words(&lower);
-        // `old` in an age (`9-year-old`, `two weeks old`) is not a version.
-        let age = |i: usize| {
-            tokens[i] == "old"
-                && i > 0
-                && [
-                    "year", "years", "month", "months", "week", "weeks", "day", "days",
-                ]
-                .contains(&tokens[i - 1])
-        };
-        let earlier = (0..tokens.len()).any(|i| EARLIER.contains(&tokens[i]) && !age(i))
-            || lower.contains("first version")
-            || superseded.iter().any(|v| {
-                let v = v.to_lowercase();
-                question
-                    .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '?'))
-                    .any(|t| {
-                        let t = t.to_lowercase();
-                        t == v || t.ends_with(&format!("-{v}"))
-                    })
-            });
+        let age = |i: usize| is_age_old(&tokens, i);
+        let earlier = asks_earlier(question, &superseded);
         // "The earlier fees schedule", "the old rules": the words that ask for an earlier
         // version and the words they qualify name the version asked about, not what is
         // asked of it.
@@ -888,7 +870,7 @@ impl Question {
         // A misspelling (`peopel`) is not a rare word: one edit from a common word or a
         // word of the sources, it is read as that word.
         let mut vocabulary: Option<BTreeSet<&str>> = None;
-        let unheard: Vec<String> = beyond
+        let mut unheard: Vec<String> = beyond
             .iter()
             .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
             .filter_map(|t| {
@@ -910,7 +892,6 @@ impl Question {
         // What a `what is the …` question asks for, in a word no line of any source states,
         // even a common one (`speed` in "What is the speed limit for trams?"): the sources
         // state what they have a value for, so none of them answers it.
-        let mut unheard = unheard;
         for w in attribute_phrase(&lower) {
             let t = stem(w);
             if !GENERIC_ATTRIBUTES.contains(&w)
@@ -1066,6 +1047,19 @@ impl Question {
     #[must_use]
     pub fn asks_earlier_version(&self) -> bool {
         self.earlier
+    }
+
+    /// Whether `text` asks about an earlier version of what `store` holds, read as
+    /// [`Question::asks_earlier_version`] reads it, without reading the rest of the
+    /// question: a search needs only this.
+    #[must_use]
+    pub fn text_asks_earlier_version(text: &str, store: &SourceStore) -> bool {
+        let superseded: Vec<&str> = store
+            .documents()
+            .filter(|d| !d.in_force())
+            .map(|d| d.version())
+            .collect();
+        asks_earlier(&without_locators(text), &superseded)
     }
 
     /// Whether a source is about the question's subject: it states every id the question
@@ -1659,6 +1653,36 @@ fn same_name(a: &str, b: &str) -> bool {
         || plural(a, b)
         || plural(b, a)
         || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
+}
+
+/// Whether `tokens[i]` is the `old` of an age (`9-year-old`, `two weeks old`), not a
+/// version.
+fn is_age_old(tokens: &[&str], i: usize) -> bool {
+    tokens[i] == "old"
+        && i > 0
+        && [
+            "year", "years", "month", "months", "week", "weeks", "day", "days",
+        ]
+        .contains(&tokens[i - 1])
+}
+
+/// Whether `question` asks about an earlier version: a word for one (`old`, `previous`,
+/// not in an age), `first version`, or a version label of `superseded` written as a word
+/// (`v1`, `fees-v1`).
+fn asks_earlier(question: &str, superseded: &[&str]) -> bool {
+    let lower = question.to_lowercase();
+    let tokens = words(&lower);
+    (0..tokens.len()).any(|i| EARLIER.contains(&tokens[i]) && !is_age_old(&tokens, i))
+        || lower.contains("first version")
+        || superseded.iter().any(|v| {
+            let v = v.to_lowercase();
+            question
+                .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '?'))
+                .any(|t| {
+                    let t = t.to_lowercase();
+                    t == v || t.ends_with(&format!("-{v}"))
+                })
+        })
 }
 
 /// The words of what a `what is the …` question asks for (`speed limit` in "What is the

@@ -203,6 +203,36 @@ impl TextIndex {
         }
     }
 
+    /// The best `limit` lines of a versioned document set for `query` ([`TextIndex::search_where`]'s
+    /// order), with what the versions say: a superseded line the version in force restates
+    /// is left out (`restated`); unless the query asks about an earlier version
+    /// ([`Question::text_asks_earlier_version`](proviso_contract::Question), read against
+    /// `store`), superseded lines come after those in force, since the version in force is
+    /// the default. Each keeps its order among its own.
+    ///
+    /// Putting headings last as well was measured and left out: it found two more fact
+    /// lines in the first five, and the answer ranking then preferred a new neighbour.
+    #[must_use]
+    pub fn search_versions<'a>(
+        &self,
+        query: &str,
+        limit: usize,
+        store: &proviso_contract::SourceStore,
+        restated: &[bool],
+        line: impl Fn(usize) -> VersionedLine<'a>,
+    ) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self
+            .search(query, self.len)
+            .into_iter()
+            .filter(|h| !restated.get(h.index).copied().unwrap_or(false))
+            .collect();
+        let earlier = proviso_contract::Question::text_asks_earlier_version(query, store);
+        hits.sort_by_key(|h| !line(h.index).in_force && !earlier);
+        self.rerank_best(query, &mut hits, limit, |i| line(i).text);
+        hits.truncate(limit);
+        hits
+    }
+
     /// The best `limit` documents for `query`; documents sharing no term with it are left
     /// out.
     #[must_use]
@@ -248,38 +278,6 @@ pub fn restated(lines: &[VersionedLine<'_>]) -> Vec<bool> {
         .iter()
         .map(|l| !l.in_force && current.contains(&(l.source, l.text)))
         .collect()
-}
-
-impl TextIndex {
-    /// The best `limit` lines of a versioned document set for `query` ([`TextIndex::search_where`]'s
-    /// order), with what the versions and the lines' kinds say: a superseded line the
-    /// version in force restates is left out (`restated`); unless the query asks about an
-    /// earlier version ([`Question::asks_earlier_version`](proviso_contract::Question), read
-    /// against `store`), superseded lines come after those in force, since the version in
-    /// force is the default. Each keeps its order among its own.
-    ///
-    /// Putting headings last as well was measured and left out: it found two more fact
-    /// lines in the first five, and the answer ranking then preferred a new neighbour.
-    #[must_use]
-    pub fn search_versions<'a>(
-        &self,
-        query: &str,
-        limit: usize,
-        store: &proviso_contract::SourceStore,
-        restated: &[bool],
-        line: impl Fn(usize) -> VersionedLine<'a>,
-    ) -> Vec<Hit> {
-        let mut hits: Vec<Hit> = self
-            .search(query, self.len)
-            .into_iter()
-            .filter(|h| !restated.get(h.index).copied().unwrap_or(false))
-            .collect();
-        let earlier = proviso_contract::Question::new(query, store).asks_earlier_version();
-        hits.sort_by_key(|h| !line(h.index).in_force && !earlier);
-        self.rerank_best(query, &mut hits, limit, |i| line(i).text);
-        hits.truncate(limit);
-        hits
-    }
 }
 
 /// The order of candidates (given in BM25's order) by reciprocal-rank fusion of that order

@@ -77,7 +77,7 @@ impl PolicyBase {
         }
         let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
         let restated =
-            crate::index::restated(&lines.iter().map(|l| Self::versioned(l)).collect::<Vec<_>>());
+            crate::index::restated(&lines.iter().map(Self::versioned).collect::<Vec<_>>());
         Ok(Self {
             store: Arc::new(store),
             index: TextIndex::new(&texts),
