@@ -14,7 +14,7 @@ use proviso::harness::{Event, JsonlTrace, Observer, RunEnd, ToolOutcome};
 use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{GateStatus, Intent, LocalModel, LocalProposer, Verdict};
-use proviso_demo::index::{QueryLikelihood, Rerank};
+use proviso_demo::index::{QueryLikelihood, Rerank, Semantic};
 use proviso_demo::DemoKind;
 use proviso_mcp::{Hub, Limits, McpConfig, ToolPolicy, Toolset};
 use serde_json::Value;
@@ -198,11 +198,33 @@ pub(crate) struct RunFlags {
     /// Print the run's end as one JSON object instead of the readable log.
     #[arg(long)]
     json: bool,
-    /// Re-rank each search's ten best lines (BM25) by the model's query likelihood: it
-    /// recalls more of the lines that state the fact, at about 1.5 s a search, but does not
-    /// yet give more right answers (BENCHMARKS.md, session 22).
-    #[arg(long)]
+    /// Re-rank each search's ten best lines (BM25) by the model's query likelihood instead
+    /// of the sentence encoder: it recalls more of the lines that state the fact, at about
+    /// 1.5 s a search, but does not give more right answers (BENCHMARKS.md, session 22).
+    #[arg(long, conflicts_with = "lexical")]
     rerank: bool,
+    /// Search with BM25 alone: no sentence encoder (which searches find lines with, by
+    /// meaning, by default).
+    #[arg(long)]
+    lexical: bool,
+}
+
+/// How searches rank lines: BM25 fused with the sentence encoder over every line (the
+/// default), with the model's query likelihood over BM25's best ten (`rerank`), or BM25
+/// alone (`lexical`).
+pub(crate) fn search_ranker(
+    local: Option<&LocalModel>,
+    rerank: bool,
+    lexical: bool,
+) -> Result<Option<Arc<dyn Rerank>>> {
+    Ok(match (rerank, lexical, local) {
+        (true, _, Some(local)) => Some(reranker(local)?),
+        (true, _, None) => anyhow::bail!("--rerank needs the local model"),
+        (false, true, _) => None,
+        (false, false, _) => Some(Arc::new(Semantic::new(crate::model::encoder().context(
+            "loading the sentence encoder searches rank lines with (--lexical searches with BM25 alone)",
+        )?))),
+    })
 }
 
 /// A re-ranker of search results over `local` ([`QueryLikelihood`]), in a context of its
@@ -227,11 +249,7 @@ fn execute(
     args: &RunFlags,
 ) -> Result<ExitCode> {
     let local = LocalModel::open(args.model.as_deref(), &mut crate::model::report_progress)?;
-    let rerank = if args.rerank {
-        Some(reranker(&local)?)
-    } else {
-        None
-    };
+    let rerank = search_ranker(Some(&local), args.rerank, args.lexical)?;
     let agent = &build(rerank)?;
     let engine = local.engine(RunOptions::default())?;
     let sampling = if args.temperature > 0.0 {

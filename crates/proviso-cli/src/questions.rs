@@ -25,6 +25,7 @@ use proviso::llama::RunOptions;
 use proviso::tools::CallFormat;
 use proviso::{LocalModel, LocalProposer};
 use proviso_demo::docs::DocsBase;
+use proviso_demo::index::Rerank;
 use proviso_demo::{travel::PolicyBase, trials::TrialCorpus, DemoKind};
 use serde_json::{json, Value};
 
@@ -104,15 +105,21 @@ struct Corpora {
     docs: Option<Arc<DocsBase>>,
     trials: Arc<TrialCorpus>,
     travel: Arc<PolicyBase>,
+    /// How searches rank lines ([`crate::demo::search_ranker`]), given to every agent too.
+    rerank: Option<Arc<dyn Rerank>>,
 }
 
 impl Corpora {
+    /// The agent a user would run for the question, its searches ranked as the CLI's are.
     fn agent(&self, case: &Value) -> Result<Agent> {
+        let rerank = self.rerank.clone();
         Ok(match &self.docs {
             Some(base) => proviso_demo::docs_agent(base.clone())?,
             None => match case["corpus"].as_str() {
-                Some("travel") => proviso_demo::agent(DemoKind::Travel, CallFormat::Envelope)?,
-                _ => proviso_demo::agent(DemoKind::Trials, CallFormat::Hermes)?,
+                Some("travel") => {
+                    proviso_demo::agent_with(DemoKind::Travel, CallFormat::Envelope, rerank)?
+                }
+                _ => proviso_demo::agent_with(DemoKind::Trials, CallFormat::Hermes, rerank)?,
             },
         })
     }
@@ -168,6 +175,8 @@ pub(crate) struct Run<'a> {
     pub(crate) out: Option<&'a Path>,
     /// Whether searches re-rank their best lines with the local model (`--rerank`).
     pub(crate) rerank: bool,
+    /// Whether searches use BM25 alone (`--lexical`).
+    pub(crate) lexical: bool,
 }
 
 impl Run<'_> {
@@ -197,14 +206,14 @@ impl Run<'_> {
             },
             trials: Arc::new(TrialCorpus::bundled()),
             travel: Arc::new(PolicyBase::bundled()?),
+            rerank: crate::demo::search_ranker(local, self.rerank, self.lexical)?,
         };
-        if let Some(local) = local.filter(|_| self.rerank) {
-            let rerank = crate::demo::reranker(local)?;
+        if let Some(rerank) = &corpora.rerank {
             if let Some(docs) = &corpora.docs {
                 docs.rerank_with(rerank.clone());
             }
             corpora.trials.rerank_with(rerank.clone());
-            corpora.travel.rerank_with(rerank);
+            corpora.travel.rerank_with(rerank.clone());
         }
         Ok((cases, corpora))
     }

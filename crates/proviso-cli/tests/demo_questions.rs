@@ -15,6 +15,21 @@ mod support;
 
 use support::local;
 
+/// The searches' ranker `proviso demo` uses by default: BM25 fused with the sentence
+/// encoder, loaded once for the binary.
+fn semantic() -> std::sync::Arc<dyn proviso_demo::index::Rerank> {
+    static SEMANTIC: std::sync::OnceLock<std::sync::Arc<proviso_demo::index::Semantic>> =
+        std::sync::OnceLock::new();
+    SEMANTIC
+        .get_or_init(|| {
+            let path = proviso_model::ensure(&proviso_model::ENCODER_MODEL, &mut |_| {}).unwrap();
+            std::sync::Arc::new(proviso_demo::index::Semantic::new(std::sync::Arc::new(
+                proviso_embed::Encoder::from_zip(&path).unwrap(),
+            )))
+        })
+        .clone()
+}
+
 fn questions() -> Vec<Value> {
     let text = include_str!("../../proviso-demo/questions.json");
     let document: Value = serde_json::from_str(text).unwrap();
@@ -39,7 +54,7 @@ fn check(case: &Value, proposer: &mut LocalProposer<'static>) -> Option<String> 
         DemoKind::Trials => proviso::tools::CallFormat::Hermes,
         DemoKind::Travel => proviso::tools::CallFormat::Envelope,
     };
-    let agent = proviso_demo::agent(kind, format).unwrap();
+    let agent = proviso_demo::agent_with(kind, format, Some(semantic())).unwrap();
     let started = std::time::Instant::now();
     let report = agent.run(proposer, question, &mut ());
     println!("{question} ({:.1} s)", started.elapsed().as_secs_f64());

@@ -514,6 +514,9 @@ pub struct Question {
     /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
     /// "what kind of drug"): it describes the answer, which need not say it.
     answer_type: Vec<String>,
+    /// The kind of thing a `which` or `what` question asks for in the plural (`arm` in
+    /// "which arms were terminated"): an answer may name several.
+    listed: Option<String>,
     /// Whether the question asks for a title or a name (`What is the study called?`), which
     /// a heading states.
     asks_title: bool,
@@ -777,11 +780,17 @@ impl Question {
         // is: `trial NCT05234567`).
         let asked_words = words(&lower);
         let mut answer_type: Vec<String> = Vec::new();
+        let mut listed = None;
         if let Some(i) = asked_words
             .windows(2)
             .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
         {
             answer_type.push(stem(asked_words[i + 1]));
+            let kind = asked_words[i + 1];
+            if kind.len() > 3 && kind.ends_with('s') && !kind.ends_with("ss") && stem(kind) != kind
+            {
+                listed = Some(stem(kind));
+            }
             if ["kind", "type", "sort", "form", "class"].contains(&asked_words[i + 1])
                 && asked_words.get(i + 2) == Some(&"of")
             {
@@ -975,6 +984,7 @@ impl Question {
             sections,
             earlier,
             answer_type,
+            listed,
             asks_title: words(&lower)
                 .iter()
                 .any(|w| ["title", "titled", "called", "name", "named", "heading"].contains(w)),
@@ -1011,6 +1021,23 @@ impl Question {
     #[must_use]
     pub fn answer_type(&self) -> &[String] {
         &self.answer_type
+    }
+
+    /// How many members of the kind a plural `which` question asks for `text` names (`Arm C`
+    /// and `Arm A` for "which arms were terminated"): 0 when the question asks for one.
+    #[must_use]
+    pub fn members_named(&self, text: &str) -> usize {
+        let Some(kind) = &self.listed else {
+            return 0;
+        };
+        let named: BTreeSet<String> = Qualifier::all_in(text)
+            .into_iter()
+            .filter_map(|q| match q {
+                Qualifier::Label { head, value } if &head == kind => Some(value),
+                _ => None,
+            })
+            .collect();
+        named.len()
     }
 
     /// What the question asks beyond its subject, as stems (`sites` in "How many sites does

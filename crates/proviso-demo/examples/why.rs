@@ -5,7 +5,7 @@
 //! answer-relevance rule on a development set without running the model.
 //!
 //! Usage: `cargo run --release --example why -- DIR QUESTION [QUERY]` (the query defaults to
-//! the question).
+//! the question). The search is the agent's: BM25 fused with the sentence encoder.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -25,6 +25,16 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // The search the agent makes: BM25 fused with the sentence encoder.
+    match proviso_model::ensure(&proviso_model::ENCODER_MODEL, &mut |_| {})
+        .map_err(|e| e.to_string())
+        .and_then(|path| proviso_embed::Encoder::from_zip(&path).map_err(|e| e.to_string()))
+    {
+        Ok(encoder) => base.rerank_with(std::sync::Arc::new(proviso_demo::index::Semantic::new(
+            std::sync::Arc::new(encoder),
+        ))),
+        Err(e) => eprintln!("why: no sentence encoder ({e}); BM25 alone"),
+    }
     let q = Question::new(question, base.store());
     println!(
         "{}",

@@ -1,7 +1,8 @@
 //! A full-text index: lines tokenized into the lexicon's content stems (the words the answer
-//! rules weigh), ranked by BM25 (the `bm25` crate), with a deterministic order for ties; and, when a model is at hand, its
-//! best candidates re-ranked by how likely the model finds the query after each
-//! ([`QueryLikelihood`]), fused with the BM25 order.
+//! rules weigh), ranked by BM25 (the `bm25` crate), with a deterministic order for ties; and,
+//! with a re-ranker, BM25's order fused with another: a sentence encoder's, over every line
+//! ([`Semantic`], the default of `demo`, `agent` and `eval questions`), or a language model's
+//! query likelihood over BM25's best ten ([`QueryLikelihood`], `--rerank`).
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,6 +25,42 @@ pub trait Rerank: Send + Sync + std::fmt::Debug {
     ///
     /// [`EngineError`] when the model fails; the search then keeps the BM25 order.
     fn scores(&self, query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError>;
+
+    /// Whether it scores every line cheaply enough to retrieve as well as re-rank: the
+    /// lines that share no word with the query then join the candidates, placed by its
+    /// score alone ([`Semantic`]).
+    fn retrieves(&self) -> bool {
+        false
+    }
+}
+
+/// Semantic retrieval: a sentence encoder's cosine between the query and each line
+/// ([`proviso_embed::Encoder`]). It scores every line of a document set (each line is
+/// encoded once and cached), so a search also finds the lines that say what is asked in
+/// other words (`day ticket` for "day pass", `pets` for "dog"), fused with BM25's order.
+#[derive(Debug, Clone)]
+pub struct Semantic {
+    encoder: Arc<proviso_embed::Encoder>,
+}
+
+impl Semantic {
+    /// Semantic retrieval with `encoder`.
+    #[must_use]
+    pub fn new(encoder: Arc<proviso_embed::Encoder>) -> Self {
+        Self { encoder }
+    }
+}
+
+impl Rerank for Semantic {
+    fn scores(&self, query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError> {
+        self.encoder
+            .similarities(query, lines)
+            .map_err(|e| EngineError::Runtime(e.to_string()))
+    }
+
+    fn retrieves(&self) -> bool {
+        true
+    }
 }
 
 /// Query likelihood: the log-probability a language model gives the query as the question
@@ -174,6 +211,7 @@ impl TextIndex {
             .into_iter()
             .filter(|h| keep(h.index))
             .collect();
+        self.add_unmatched(&mut hits, &keep);
         self.rerank_best(query, &mut hits, limit, text);
         hits.truncate(limit);
         hits
@@ -189,17 +227,35 @@ impl TextIndex {
         text: impl Fn(usize) -> &'a str,
     ) {
         if let Some(rerank) = self.rerank.get() {
-            let pool = hits.len().min(RERANK_POOL.max(limit));
+            let pool = if rerank.retrieves() {
+                hits.len()
+            } else {
+                hits.len().min(RERANK_POOL.max(limit))
+            };
+            let matched: Vec<bool> = hits[..pool].iter().map(|h| h.score > 0.0).collect();
             let texts: Vec<&str> = hits[..pool].iter().map(|h| text(h.index)).collect();
             match rerank.scores(query, &texts) {
                 Ok(scores) => {
-                    let order = fuse(&scores);
+                    let order = fuse(&scores, &matched);
                     let reordered: Vec<Hit> = order.iter().map(|&i| hits[i]).collect();
                     hits.splice(..pool, reordered);
                 }
                 // A failing model leaves BM25's order: the search still answers.
                 Err(e) => tracing::warn!(error = %e, "re-ranking failed; BM25 order kept"),
             }
+        }
+    }
+
+    /// With a re-ranker that retrieves, the documents `keep` accepts that share no word
+    /// with the query join `hits`, after them (score 0, in their order).
+    fn add_unmatched(&self, hits: &mut Vec<Hit>, keep: impl Fn(usize) -> bool) {
+        if self.rerank.get().is_some_and(|r| r.retrieves()) {
+            let found: std::collections::HashSet<usize> = hits.iter().map(|h| h.index).collect();
+            hits.extend(
+                (0..self.len)
+                    .filter(|i| !found.contains(i) && keep(*i))
+                    .map(|index| Hit { index, score: 0.0 }),
+            );
         }
     }
 
@@ -226,6 +282,7 @@ impl TextIndex {
             .into_iter()
             .filter(|h| !restated.get(h.index).copied().unwrap_or(false))
             .collect();
+        self.add_unmatched(&mut hits, |i| !restated.get(i).copied().unwrap_or(false));
         let earlier = proviso_contract::Question::text_asks_earlier_version(query, store);
         hits.sort_by_key(|h| !line(h.index).in_force && !earlier);
         self.rerank_best(query, &mut hits, limit, |i| line(i).text);
@@ -282,12 +339,22 @@ pub fn restated(lines: &[VersionedLine<'_>]) -> Vec<bool> {
 
 /// The order of candidates (given in BM25's order) by reciprocal-rank fusion of that order
 /// and `scores`' (higher first); ties keep BM25's order.
-fn fuse(scores: &[f32]) -> Vec<usize> {
+fn fuse(scores: &[f32], matched: &[bool]) -> Vec<usize> {
     let mut by_score: Vec<usize> = (0..scores.len()).collect();
     by_score.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    // Each candidate's place in the given order among those BM25 matched; one it did not
+    // match (found by a re-ranker that retrieves) has only the re-ranker's place.
+    let mut lexical = vec![0.0_f64; scores.len()];
+    let mut place = 0.0;
+    for (i, m) in matched.iter().enumerate() {
+        if *m {
+            lexical[i] = 1.0 / (FUSION_K + place);
+            place += 1.0;
+        }
+    }
     let mut fused = vec![0.0_f64; scores.len()];
     for (rank, &i) in by_score.iter().enumerate() {
-        fused[i] = 1.0 / (FUSION_K + rank as f64) + 1.0 / (FUSION_K + i as f64);
+        fused[i] = 1.0 / (FUSION_K + rank as f64) + lexical[i];
     }
     let mut order: Vec<usize> = (0..scores.len()).collect();
     order.sort_by(|&a, &b| fused[b].total_cmp(&fused[a]).then(a.cmp(&b)));
@@ -384,13 +451,13 @@ mod tests {
     #[test]
     fn fusion_keeps_agreement_and_lifts_what_the_model_prefers() {
         // The model agrees with BM25: nothing moves.
-        assert_eq!(fuse(&[3.0, 2.0, 1.0]), vec![0, 1, 2]);
+        assert_eq!(fuse(&[3.0, 2.0, 1.0], &[true; 3]), vec![0, 1, 2]);
         // The model prefers BM25's last of five: it rises, above lines both rank low.
-        let order = fuse(&[5.0, 1.0, 2.0, 3.0, 9.0]);
+        let order = fuse(&[5.0, 1.0, 2.0, 3.0, 9.0], &[true; 5]);
         assert_eq!(order[0], 0, "BM25's first, the model's second, stays first");
         assert_eq!(order[1], 4);
         // Equal scores keep BM25's order.
-        assert_eq!(fuse(&[1.0, 1.0, 1.0]), vec![0, 1, 2]);
+        assert_eq!(fuse(&[1.0, 1.0, 1.0], &[true; 3]), vec![0, 1, 2]);
     }
 
     #[test]
@@ -417,6 +484,53 @@ mod tests {
         // A filter applies before the pool is re-ranked.
         let kept = index.search_where("cards checked", 3, |i| i != 2, text);
         assert!(kept.iter().all(|h| h.index != 2));
+    }
+
+    /// A re-ranker that retrieves, scoring a line by whether it holds `word`.
+    #[derive(Debug)]
+    struct Holds(&'static str);
+
+    impl Rerank for Holds {
+        fn scores(&self, _query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError> {
+            Ok(lines
+                .iter()
+                .map(|l| f32::from(u8::from(l.contains(self.0))))
+                .collect())
+        }
+
+        fn retrieves(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_retrieving_reranker_finds_a_line_sharing_no_word_and_keeps_bm25s_agreement() {
+        let texts: Vec<String> = vec![
+            "A day pass covers every bus.".into(),
+            "A single pass covers one journey.".into(),
+            "Tickets for a whole day cost £7.70.".into(),
+            "Lost property is kept for 30 days.".into(),
+        ];
+        let index = TextIndex::new(&texts);
+        let text = |i: usize| texts[i].as_str();
+        let order = |hits: Vec<Hit>| hits.iter().map(|h| h.index).collect::<Vec<_>>();
+        // BM25 alone never returns the ticket line: it shares no word with "pass".
+        assert!(!order(index.search_where("pass", 4, |_| true, text)).contains(&2));
+        index.rerank_with(Arc::new(Holds("Tickets")));
+        let found = order(index.search_where("pass", 4, |_| true, text));
+        assert!(found.contains(&2), "{found:?}");
+        // BM25's first, which the encoder does not favour, still comes before a line BM25
+        // did not match.
+        assert_eq!(found[0], 0, "{found:?}");
+        // The filter holds for the lines it adds as well.
+        let kept = order(index.search_where("pass", 4, |i| i != 2, text));
+        assert!(!kept.contains(&2), "{kept:?}");
+        // Fusion: a line BM25 did not match has only the encoder's place.
+        assert_eq!(fuse(&[0.0, 1.0], &[true, false]), vec![0, 1]);
+        // The encoder's first, unmatched, comes after two lines both orders rank.
+        assert_eq!(fuse(&[0.0, 1.0, 2.0], &[true, true, false]), vec![0, 1, 2]);
+        // Two unmatched lines keep the encoder's order among them.
+        assert_eq!(fuse(&[0.0, 1.0, 2.0], &[true, false, false]), vec![0, 2, 1]);
     }
 
     #[test]

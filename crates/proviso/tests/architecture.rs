@@ -22,6 +22,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("proviso-core", 1),
     ("proviso-json", 1),
     ("proviso-model", 1),
+    // The sentence encoder knows nothing of contracts: text in, vectors out.
+    ("proviso-embed", 1),
     ("proviso-contract", 2),
     ("proviso-tools", 3),
     ("proviso-decode", 3),

@@ -1,0 +1,182 @@
+//! Sentence embeddings on CPU: how close in meaning two short texts are, where they share
+//! no word (`day pass` and `day ticket`, `dog` and `pets`).
+//!
+//! The encoder is all-MiniLM-L6-v2 (a six-layer BERT trained for sentence similarity, 384
+//! dimensions), read from the `model.zip` its Python package ships (`config.json`,
+//! `tokenizer.json`, `model.safetensors`), run with candle. A text is encoded as text, mean
+//! pooled over its tokens and normalised, so the dot product of two embeddings is their
+//! cosine. Embeddings are cached by text: a harness asks about the same lines again and again.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Mutex;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+
+/// Most texts kept in the cache; past it the cache starts again (a server's queries would
+/// otherwise grow it without end).
+const MAX_CACHED: usize = 100_000;
+
+/// Longest text the encoder reads, in word pieces (the model was trained on 256 at most);
+/// a longer line is cut there.
+const MAX_TOKENS: usize = 256;
+
+/// Why the encoder could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// The model archive could not be read.
+    #[error("the encoder archive {path}: {detail}")]
+    Archive {
+        /// The archive.
+        path: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// Tokenizing failed.
+    #[error("tokenizing for the encoder: {0}")]
+    Tokenize(String),
+    /// The model failed.
+    #[error("the encoder: {0}")]
+    Model(#[from] candle_core::Error),
+}
+
+/// A sentence encoder with a cache of what it encoded.
+pub struct Encoder {
+    model: BertModel,
+    tokenizer: tokenizers::Tokenizer,
+    cache: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder").finish_non_exhaustive()
+    }
+}
+
+impl Encoder {
+    /// Loads the encoder from the `model.zip` of all-MiniLM-L6-v2.
+    ///
+    /// # Errors
+    ///
+    /// [`EmbedError::Archive`] when a member is missing or unreadable,
+    /// [`EmbedError::Model`] when the weights do not fit the configuration.
+    pub fn from_zip(path: &Path) -> Result<Self, EmbedError> {
+        let bad = |detail: String| EmbedError::Archive {
+            path: path.display().to_string(),
+            detail,
+        };
+        let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+        let mut archive = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
+        let mut member = |name: &str| -> Result<Vec<u8>, EmbedError> {
+            let mut entry = archive
+                .by_name(name)
+                .map_err(|e| bad(format!("{name}: {e}")))?;
+            let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+            entry
+                .read_to_end(&mut bytes)
+                .map_err(|e| bad(format!("{name}: {e}")))?;
+            Ok(bytes)
+        };
+        let config: Config = serde_json::from_slice(&member("config.json")?)
+            .map_err(|e| bad(format!("config.json: {e}")))?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(member("tokenizer.json")?)
+            .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(Some(tokenizers::TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(Some(tokenizers::PaddingParams::default()));
+        let weights = member("model.safetensors")?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)?;
+        let model = BertModel::load(vb, &config)?;
+        Ok(Self {
+            model,
+            tokenizer,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The embeddings of `texts` (unit length), in order.
+    ///
+    /// # Errors
+    ///
+    /// [`EmbedError`] when tokenizing or the model fails.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut missing: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| !cache.contains_key(*t))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if cache.len() + missing.len() > MAX_CACHED {
+            cache.clear();
+            missing = texts.to_vec();
+            missing.sort_unstable();
+            missing.dedup();
+        }
+        // Batches of similar length waste little on padding.
+        missing.sort_by_key(|t| t.len());
+        for batch in missing.chunks(16) {
+            for (text, vector) in batch.iter().zip(self.encode(batch)?) {
+                cache.insert((*text).to_owned(), vector);
+            }
+        }
+        Ok(texts.iter().map(|t| cache[*t].clone()).collect())
+    }
+
+    /// How close in meaning `query` is to each of `lines`: their cosines, in order.
+    ///
+    /// # Errors
+    ///
+    /// See [`Encoder::embed`].
+    pub fn similarities(&self, query: &str, lines: &[&str]) -> Result<Vec<f32>, EmbedError> {
+        let mut texts = vec![query];
+        texts.extend_from_slice(lines);
+        let vectors = self.embed(&texts)?;
+        let (q, rest) = vectors.split_first().unwrap_or((&vectors[0], &[]));
+        Ok(rest.iter().map(|v| dot(q, v)).collect())
+    }
+
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
+        let rows = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Result<Tensor, EmbedError> {
+            let data: Vec<Tensor> = encodings
+                .iter()
+                .map(|e| Tensor::new(f(e), &Device::Cpu))
+                .collect::<Result<_, _>>()?;
+            Ok(Tensor::stack(&data, 0)?)
+        };
+        let ids = rows(&|e| e.get_ids())?;
+        let types = rows(&|e| e.get_type_ids())?;
+        let mask = rows(&|e| e.get_attention_mask())?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        // Mean over the text's own tokens (padding masked out), then unit length.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?;
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
+        let unit = mean.broadcast_div(&norm)?;
+        Ok(unit.to_vec2::<f32>()?)
+    }
+}
+
+/// The dot product of two vectors (their cosine, when both have unit length).
+#[must_use]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
