@@ -13,7 +13,7 @@ pub(crate) enum ModelCommand {
     /// Fetch the default model (SmolLM2-135M-Instruct, Q4_1) and the sentence encoder
     /// (all-MiniLM-L6-v2) into the cache, if missing.
     Fetch,
-    /// Print where the default model and the sentence encoder are (or will be) cached.
+    /// Print where the default model is (or will be) cached.
     Path,
     /// Hash the cached default model and sentence encoder in full and check them.
     Verify,
@@ -26,12 +26,18 @@ pub(crate) fn run(command: &ModelCommand) -> Result<ExitCode> {
     let mut stdout = std::io::stdout().lock();
     for spec in MODELS {
         match command {
+            // `fetch` and `path` print one line, the GGUF's path, which scripts and tests
+            // hand to other runtimes (llama.cpp's server); the encoder is fetched quietly.
             ModelCommand::Fetch => {
                 let path = proviso::model::ensure(spec, &mut report_progress)?;
-                writeln!(stdout, "{}", path.display())?;
+                if spec == &DEFAULT_MODEL {
+                    writeln!(stdout, "{}", path.display())?;
+                }
             }
             ModelCommand::Path => {
-                writeln!(stdout, "{}", proviso::model::cached_path(spec)?.display())?;
+                if spec == &DEFAULT_MODEL {
+                    writeln!(stdout, "{}", proviso::model::cached_path(spec)?.display())?;
+                }
             }
             ModelCommand::Verify => {
                 let path = proviso::model::cached_path(spec)?;
