@@ -144,8 +144,11 @@ impl Encoder {
         let mut texts = vec![query];
         texts.extend_from_slice(lines);
         let vectors = self.embed(&texts)?;
-        let (q, rest) = vectors.split_first().unwrap_or((&vectors[0], &[]));
-        Ok(rest.iter().map(|v| dot(q, v)).collect())
+        // The query is always first: `texts` is never empty.
+        Ok(match vectors.split_first() {
+            Some((q, rest)) => rest.iter().map(|v| dot(q, v)).collect(),
+            None => Vec::new(),
+        })
     }
 
     fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
