@@ -586,6 +586,30 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
     }
 }
 
+/// The fifth corpus (`corpora/parks`), written with its questions by a helper that never saw
+/// the code, and a development set from its first read (session 28): its harness answers are
+/// held to a ratchet, with no wrong answer accepted.
+#[test]
+fn the_parks_corpus_is_held_to_a_ratchet() {
+    let (code, stdout, stderr) = proviso(
+        &[
+            "eval",
+            "questions",
+            "--harness",
+            "--bank",
+            "corpora/parks/questions.json",
+            "--docs",
+            "corpora/parks",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // questions, right, wrong, no fact, abstained
+    let all = all_row(&stdout);
+    assert_eq!(all[0], 40, "{stdout}");
+    assert!(all[1] >= 31 && all[2] == 0, "{stdout}");
+}
+
 /// Questions about what the sources never state (an invented name or id, an unrelated
 /// attribute, another member of a series), made from the development questions
 /// (`corpora/probes`): the wrong answers the harness accepts are held to a ratchet.

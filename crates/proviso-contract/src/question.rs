@@ -16,9 +16,9 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     amounts, amounts_with_units, common_words, content_stems, content_words, is_calendar_word,
-    is_common_word, is_duration, is_function_word, is_heading, is_light_word, money_amounts,
-    place_nouns, reading, states_extent, states_location, states_money, states_size, stem, times,
-    without_locators, words,
+    is_common_word, is_duration, is_function_word, is_heading, is_label, is_light_word,
+    money_amounts, place_nouns, reading, states_extent, states_location, states_money, states_size,
+    stem, times, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -226,7 +226,9 @@ impl Qualifier {
         let mut out = Vec::new();
         for (i, a) in tokens.iter().enumerate() {
             let b = tokens.get(i + 1).copied().unwrap_or("");
-            let letter = b.len() == 1 && b.chars().all(|c| c.is_ascii_uppercase());
+            // One reading of a letter label ([`is_label`]): `Arm A`, `Phase I`, but not the
+            // pronoun in "the most plots I can have".
+            let letter = is_label(&tokens, i + 1);
             if word(a) && (letter || (number(b) && b.len() <= 3)) {
                 out.push(Self::Label {
                     head: stem(a),
@@ -493,6 +495,8 @@ pub struct Question {
     /// The verb a yes-or-no question asks about ("Can I *renew* …"), as a stem: an answer
     /// that does not state it does not settle the question.
     predicate: Option<String>,
+    /// Whether the question asks whether one may ("Can I …", "May we …").
+    permission: bool,
     /// What an amount asked for measures, when the question says: a sum of money, or a
     /// length of time or space.
     measure: Option<Measure>,
@@ -500,6 +504,10 @@ pub struct Question {
     /// The proper names the question writes (`Northgate`, `DSMB`), lower case, that few
     /// lines state: a cited line must state each of them, or its source's title must.
     proper: Vec<String>,
+    /// The word after a proper name that is part of it, lower case (`park` for
+    /// `larchfield` in `Larchfield Park`): what kind of thing it names.
+    #[serde(skip)]
+    heads: BTreeMap<String, String>,
     /// Proper names the question writes that no source states: nothing here can answer it.
     unstated: Vec<String>,
     /// What the question asks beyond its subject that no source states, in a rare word, or
@@ -755,12 +763,15 @@ impl Question {
         // asked of it.
         let version_words: BTreeSet<String> = if earlier {
             (0..tokens.len())
-                .filter(|&i| EARLIER.contains(&tokens[i]) && !age(i))
+                .filter(|&i| marks_earlier(&tokens, i) && !age(i))
                 .flat_map(|i| {
+                    let before = tokens[i] == "before";
                     std::iter::once(tokens[i]).chain(
                         tokens[i + 1..]
                             .iter()
                             .copied()
+                            // `before the April 2025 change`: the article opens the phrase.
+                            .skip_while(move |w| before && ["the", "a", "an"].contains(w))
                             .take_while(|w| !is_function_word(w))
                             .take(3),
                     )
@@ -922,6 +933,7 @@ impl Question {
         // label's letter, kept when at most one line in ten states them; a name no line
         // states at all means the sources cannot answer.
         let mut proper: Vec<String> = Vec::new();
+        let mut heads: BTreeMap<String, String> = BTreeMap::new();
         // An id written with a capital (`NCT09999999`, `E17`) that no source states names
         // something the sources cannot answer about: a line about another trial does not
         // answer for it. A unit or an ordinal (`10mg`, `2nd`) is written in lower case.
@@ -935,7 +947,8 @@ impl Question {
         for w in &capitals {
             // An id (`NCT06234567`) is the subject's, which `on_subject` checks per source.
             let id = w.chars().any(|c| c.is_ascii_digit());
-            if id || w.chars().count() < 3 {
+            // `April` in "before the April 2025 change" names the version asked about.
+            if id || w.chars().count() < 3 || version_words.contains(&stem(w)) {
                 continue;
             }
             let lower = w.to_lowercase();
@@ -948,6 +961,19 @@ impl Question {
                     unstated.push(lower);
                 }
             } else if stating * 10 <= all_lines.len() && !proper.contains(&lower) {
+                let all = words(question);
+                let head = all
+                    .iter()
+                    .position(|x| x == w)
+                    .and_then(|i| all.get(i + 1))
+                    .filter(|h| {
+                        h.chars().next().is_some_and(char::is_uppercase)
+                            && h.chars().skip(1).all(char::is_lowercase)
+                            && h.chars().count() >= 3
+                    });
+                if let Some(head) = head {
+                    heads.insert(lower.clone(), head.to_lowercase());
+                }
                 proper.push(lower);
             }
         }
@@ -974,9 +1000,11 @@ impl Question {
             point: asks_point_in_time(&lower),
             clock: asks_time_of_day(&lower),
             predicate: asked_verb(question),
+            permission: asks_permission(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
             measure,
             proper,
+            heads,
             unstated,
             unheard,
             absent,
@@ -1143,6 +1171,7 @@ impl Question {
             [&stated, &titled, &section]
                 .iter()
                 .any(|ws| ws.iter().any(|w| same_name(w, n)))
+                || self.heads.get(n).is_some_and(|head| states_any(line, head))
         });
         if !proper {
             return false;
@@ -1353,7 +1382,11 @@ impl Question {
         }
         let stems = content_stems(text);
         if let Some(verb) = &self.predicate {
-            if self.kind == AnswerKind::YesNo && !stems.contains(verb) {
+            // "Can I bring my dog to the allotment?": a rule that allows or forbids what
+            // the line is about (`Dogs are not allowed on any allotment site`) settles
+            // whether one may, whatever verb it says it with.
+            let settles = self.permission && states_permission(&stems);
+            if self.kind == AnswerKind::YesNo && !stems.contains(verb) && !settles {
                 return Some(format!(
                     "the question asks whether one may `{verb}…`, and it does not say"
                 ));
@@ -1696,10 +1729,31 @@ fn is_age_old(tokens: &[&str], i: usize) -> bool {
 /// Whether `question` asks about an earlier version: a word for one (`old`, `previous`,
 /// not in an age), `first version`, or a version label of `superseded` written as a word
 /// (`v1`, `fees-v1`).
+/// Whether the word at `i` asks for an earlier version: an [`EARLIER`] word, or `before`
+/// a change (`before the April 2025 change`, `before the update`).
+fn marks_earlier(tokens: &[&str], i: usize) -> bool {
+    const CHANGES: &[&str] = &[
+        "change",
+        "changes",
+        "changed",
+        "update",
+        "updated",
+        "revision",
+        "revised",
+        "amendment",
+        "amended",
+        "new",
+        "increase",
+        "rise",
+    ];
+    EARLIER.contains(&tokens[i])
+        || (tokens[i] == "before" && tokens[i + 1..].iter().take(4).any(|w| CHANGES.contains(w)))
+}
+
 fn asks_earlier(question: &str, superseded: &[&str]) -> bool {
     let lower = question.to_lowercase();
     let tokens = words(&lower);
-    (0..tokens.len()).any(|i| EARLIER.contains(&tokens[i]) && !is_age_old(&tokens, i))
+    (0..tokens.len()).any(|i| marks_earlier(&tokens, i) && !is_age_old(&tokens, i))
         || lower.contains("first version")
         || superseded.iter().any(|v| {
             let v = v.to_lowercase();
@@ -1893,6 +1947,47 @@ fn asked_verb(question: &str) -> Option<String> {
         .then(|| stem(verb))
 }
 
+/// Whether `line` states a rule for any thing of a kind (`head`, such as `park`), which
+/// holds for the one a question names (`Larchfield Park`): `a park`, `any park`, `every
+/// park`, `all parks`, and no thing of that kind by its name (`Hollins Park`).
+fn states_any(line: &str, head: &str) -> bool {
+    let all = words(line);
+    let plural = format!("{head}s");
+    let mut generic = false;
+    for (i, w) in all.iter().enumerate() {
+        let lower = w.to_lowercase();
+        if lower != head && lower != plural {
+            continue;
+        }
+        let before = i.checked_sub(1).map(|j| all[j]);
+        if w.chars().next().is_some_and(char::is_uppercase)
+            && before.is_some_and(|b| b.chars().next().is_some_and(char::is_uppercase))
+        {
+            // `Hollins Park`: one thing of the kind, by its name.
+            return false;
+        }
+        let determined = before.is_some_and(|b| {
+            ["a", "an", "any", "every", "each", "all"].contains(&b.to_lowercase().as_str())
+        });
+        generic |= determined;
+    }
+    generic
+}
+
+/// Whether `question` asks whether one may: "Can I …", "May we …", "Could you …".
+fn asks_permission(question: &str) -> bool {
+    let part = asking_part(question).to_lowercase();
+    let w = words(&part);
+    w.len() >= 3 && ["can", "could", "may", "might"].contains(&w[0])
+}
+
+/// Whether a line, as its stems, states a permission or a prohibition: it allows,
+/// permits, forbids or bans (the related words [`stem`] reads as one).
+fn states_permission(stems: &[String]) -> bool {
+    let marks = [stem("allowed"), stem("forbidden")];
+    stems.iter().any(|s| marks.contains(s))
+}
+
 /// Words that open a question.
 const INTERROGATIVES: &[&str] = &[
     "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "does",
@@ -1982,8 +2077,20 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
     let mut start = 0;
     let bytes = line.as_bytes();
     let mut i = 0;
+    // Whether the words on either side of the separator at `i`, `gap` bytes long, are
+    // capitalised: a name's (`Park and Ride`) or a list of names' (`Ashby Common, Brindle
+    // Meadows and Quarry Hill`), which a span keeps whole. The separators are ASCII, so
+    // both slices fall on character boundaries.
+    let between_names = |i: usize, gap: usize| {
+        let capital = |w: Option<&str>| {
+            w.and_then(|w| w.chars().next())
+                .is_some_and(char::is_uppercase)
+        };
+        capital(line[..i].rsplit(' ').next()) && capital(line[i + gap..].split(' ').next())
+    };
     while i + 1 < bytes.len() {
-        if matches!(bytes[i], b';' | b',' | b'.') && bytes[i + 1] == b' ' {
+        let listed = bytes[i] == b',' && between_names(i, 2);
+        if matches!(bytes[i], b';' | b',' | b'.') && bytes[i + 1] == b' ' && !listed {
             // A decimal or thousands separator is followed by a digit, not a space, so
             // `1,500` and `2.5` never cut.
             out.push((start, i + usize::from(bytes[i] == b'.')));
@@ -1993,16 +2100,8 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
         }
         // `£0.60 per A4 side and £1.20 per A3 side`: each side of an `and` may be said alone
         // (a run of clauses still joins them).
-        // But not inside a name (`Park and Ride`). A space starts ` and `, so both slices
-        // fall on character boundaries.
-        let name = || {
-            let capital = |w: Option<&str>| {
-                w.and_then(|w| w.chars().next())
-                    .is_some_and(char::is_uppercase)
-            };
-            capital(line[..i].rsplit(' ').next()) && capital(line[i + 5..].split(' ').next())
-        };
-        if bytes[i..].starts_with(b" and ") && !name() {
+        // But not inside a name (`Park and Ride`) or a list of names.
+        if bytes[i..].starts_with(b" and ") && !between_names(i, 5) {
             out.push((start, i));
             start = i + 5;
             i += 5;
@@ -3008,5 +3107,76 @@ The club was founded in 1990.",
                 "/c"
             )
             .is_empty());
+    }
+
+    #[test]
+    fn asking_before_a_change_asks_for_the_earlier_version_and_its_date_names_nothing() {
+        let store = store();
+        let q = Question::new(
+            "Before the April 2025 change, how far ahead did you have to apply?",
+            &store,
+        );
+        assert!(q.asks_earlier_version());
+        assert!(q.proper.is_empty(), "{:?}", q.proper);
+        assert!(!Question::new("What changed before April?", &store).asks_earlier_version());
+    }
+
+    #[test]
+    fn the_pronoun_i_is_no_label_and_phase_i_is_one() {
+        let labels = |text: &str| {
+            Qualifier::all_in(text)
+                .into_iter()
+                .filter(|q| matches!(q, Qualifier::Label { .. }))
+                .count()
+        };
+        assert_eq!(labels("What is the most plots I can have at once?"), 0);
+        assert_eq!(labels("When did Phase I end?"), 1);
+        assert_eq!(labels("Why was Arm A terminated?"), 1);
+    }
+
+    #[test]
+    fn a_list_of_names_is_one_span() {
+        let line = "Dogs may run off the lead at Ashby Common, Brindle Meadows and Quarry Hill.";
+        let whole = clauses(line)
+            .iter()
+            .any(|&(a, b)| line[a..b].contains("Ashby Common, Brindle Meadows and Quarry Hill"));
+        assert!(whole, "{:?}", clauses(line));
+        // Clauses that are not names still part.
+        assert_eq!(
+            clauses("Fees are due monthly, and late fees apply.").len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_rule_that_allows_or_forbids_settles_whether_one_may() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("RULES", "Allotment rules\nDogs are not allowed on any allotment site.\nTenants must keep paths clear."),
+            ("PARKS", "Park bylaws\nFlying a drone in a park needs written permission.\nHollins Park closes at dusk."),
+            ("A", "Fees\nA plot costs 40 pounds."),
+            ("B", "Events\nEvents need a permit."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        let q = Question::new("Can I bring my dog to my allotment?", &store);
+        assert!(q
+            .misses("Dogs are not allowed on any allotment site.")
+            .is_none());
+        assert!(q.misses("Tenants must keep paths clear.").is_some());
+        // Asked whether one *must*, a rule about something else does not settle it.
+        let must = Question::new("Do I have to bring my dog to my allotment?", &store);
+        assert!(!must.permission);
+    }
+
+    #[test]
+    fn a_rule_for_any_thing_of_a_kind_holds_for_the_one_named() {
+        assert!(states_any(
+            "Flying a drone in a park needs written permission.",
+            "park"
+        ));
+        assert!(states_any("All parks close at dusk.", "park"));
+        assert!(!states_any("Hollins Park closes at dusk.", "park"));
+        assert!(!states_any("The park closes at dusk.", "park"));
     }
 }
