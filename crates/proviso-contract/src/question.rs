@@ -1984,7 +1984,9 @@ fn asks_permission(question: &str) -> bool {
 /// Whether a line, as its stems, states a permission or a prohibition: it allows,
 /// permits, forbids or bans (the related words [`stem`] reads as one).
 fn states_permission(stems: &[String]) -> bool {
-    let marks = [stem("allowed"), stem("forbidden")];
+    // Read once: this runs for every span of every line offered.
+    static MARKS: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
+    let marks = MARKS.get_or_init(|| [stem("allowed"), stem("forbidden")]);
     stems.iter().any(|s| marks.contains(s))
 }
 
@@ -2119,16 +2121,24 @@ mod tests {
     use super::*;
     use crate::evidence::SourceDocument;
 
-    fn store() -> SourceStore {
+    /// A store of one in-force `v1` document per `(source id, text)`.
+    fn store_of(documents: &[(&str, &str)]) -> SourceStore {
         let mut store = SourceStore::new();
-        for (id, text) in [
+        for (id, text) in documents {
+            store
+                .insert(SourceDocument::new(id, "v1", true, text))
+                .unwrap();
+        }
+        store
+    }
+
+    fn store() -> SourceStore {
+        let mut store = store_of(&[
             ("CAL", "CALM-PREVENT press release on calpetrant\nIt has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.\nThe DSMB met on 2025-02-18."),
             ("LUM", "Lumeditan nasal spray study\nArm A: lumeditan 5 mg; enrolled: 96."),
             ("VEL", "Velorabine protocol\nArm C: velorabine 50 mg; status: terminated; termination reason: elevated liver enzymes."),
             ("TES", "Tesoglutide letter\nSigned by Dr. Helena Osei, Head of Clinical Development."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         store
             .insert(SourceDocument::new(
                 "POL",
@@ -2702,8 +2712,7 @@ mod tests {
     /// 72`) are not what a line must repeat to answer; the rest of what is asked still is.
     #[test]
     fn the_measure_light_words_and_the_askers_numbers_need_not_be_repeated() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             (
                 "GYM",
                 "Membership rules
@@ -2726,11 +2735,7 @@ Soup is served from noon.",
                 "Club news
 The club was founded in 1990.",
             ),
-        ] {
-            store
-                .insert(SourceDocument::new(id, "v1", true, text))
-                .unwrap();
-        }
+        ]);
         let older = Question::new("I'm 72. Do I still pay a joining fee?", &store);
         assert_eq!(
             older.misses("Members aged 60 and over pay no joining fee."),
@@ -2753,15 +2758,12 @@ The club was founded in 1990.",
     /// place answers as a name does.
     #[test]
     fn who_keeps_the_name_and_where_may_be_numbered() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             ("NEWS", "Harbour news\nMarta Lindqvist, Head of Operations at Harbour Ferries, said: \"The new timetable starts in May and adds late services.\""),
             ("MAP", "Terminal map\nThe ticket office is in room 1.12 on the ground floor.\nTram stops have ticket machines."),
             ("CAFE", "Cafe menu\nSoup is served from noon."),
             ("CLUB", "Club news\nThe club was founded in 1990."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         let who = Question::new("Who is the head of operations?", &store);
         let spans = who.spans("Marta Lindqvist, Head of Operations at Harbour Ferries, said: \"The new timetable starts in May and adds late services.\"");
         assert!(spans[0].starts_with("Marta Lindqvist"), "{spans:?}");
@@ -2782,15 +2784,12 @@ The club was founded in 1990.",
     /// about, and another bare label is a sibling.
     #[test]
     fn a_record_keyed_by_a_bare_label_states_it() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             ("RUN", "Dosing study\nArm A: oralin 5 mg; Arm B: oralin 10 mg.\nA: oralin 5 mg receives one tablet daily.\nB: oralin 10 mg receives two tablets daily."),
             ("CAFE", "Cafe menu\nSoup is served from noon."),
             ("CLUB", "Club news\nThe club was founded in 1990."),
             ("POOL", "Pool guide\nThe pool opens at 07:00."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         let q = Question::new("What does arm B of the dosing study receive?", &store);
         assert_eq!(
             q.misses("B: oralin 10 mg receives two tablets daily."),
@@ -3027,8 +3026,7 @@ The club was founded in 1990.",
     /// titled by the subject is the one to read first.
     #[test]
     fn a_line_states_the_subject_itself_or_through_its_section_or_title() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             (
                 "FEES",
                 "Fees schedule (fictional)\nNo charges are made on junior cards, including DVDs.\nHoliday loans:\n- A holiday loan costs 2 pounds.",
@@ -3043,9 +3041,7 @@ The club was founded in 1990.",
             ("D", "Parking\nThe car park has forty spaces."),
             ("E", "Rooms\nThe hall seats sixty people."),
             ("F", "Printing\nA page costs ten pence."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         let q = Question::new("Who runs the holiday loan service?", &store);
         assert!(q.on_subject("FEES"));
         assert!(!q.names_stated(
@@ -3064,14 +3060,11 @@ The club was founded in 1990.",
 
     #[test]
     fn an_answer_states_what_is_asked_beyond_the_subject_not_only_its_name() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             ("BR", "Branches\nbranch: Kilnfield Library; facilities: Kilnfield Library has a makerspace.\nbranch: Northgate Library; facilities: Northgate Library has a cafe.\nbranch: Riverside Library; facilities: Riverside Library has a garden."),
             ("ILL", "Interlibrary loans\nThe interlibrary loan manager is Priya Okafor.\nRequests take two weeks."),
             ("WH", "Wren Hill Library\nWren Hill Library is closed on Sunday.\nWren Hill Library has a car park on Mill Lane."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         // The name is the subject; `branch` and `manager` are what is asked.
         let q = Question::new("Who is the branch manager at Kilnfield?", &store);
         assert!(q
@@ -3150,15 +3143,12 @@ The club was founded in 1990.",
 
     #[test]
     fn a_rule_that_allows_or_forbids_settles_whether_one_may() {
-        let mut store = SourceStore::new();
-        for (id, text) in [
+        let store = store_of(&[
             ("RULES", "Allotment rules\nDogs are not allowed on any allotment site.\nTenants must keep paths clear."),
             ("PARKS", "Park bylaws\nFlying a drone in a park needs written permission.\nHollins Park closes at dusk."),
             ("A", "Fees\nA plot costs 40 pounds."),
             ("B", "Events\nEvents need a permit."),
-        ] {
-            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
-        }
+        ]);
         let q = Question::new("Can I bring my dog to my allotment?", &store);
         assert!(q
             .misses("Dogs are not allowed on any allotment site.")
