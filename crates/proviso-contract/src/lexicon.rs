@@ -416,6 +416,81 @@ pub fn locators(text: &str) -> Vec<String> {
     out
 }
 
+/// Contractions written without their apostrophe, as people type them (`whats`, `im`,
+/// `dont`), and the forms they stand for. `cant` and `wont` are words of their own, but
+/// hardly in a question; `ill`, `its`, `were` and `id` are left alone.
+const BARE_CONTRACTIONS: &[(&str, &str)] = &[
+    ("whats", "what's"),
+    ("wheres", "where's"),
+    ("whens", "when's"),
+    ("hows", "how's"),
+    ("whos", "who's"),
+    ("thats", "that's"),
+    ("theres", "there's"),
+    ("im", "I'm"),
+    ("ive", "I've"),
+    ("youre", "you're"),
+    ("theyre", "they're"),
+    ("dont", "don't"),
+    ("doesnt", "doesn't"),
+    ("didnt", "didn't"),
+    ("isnt", "isn't"),
+    ("arent", "aren't"),
+    ("wasnt", "wasn't"),
+    ("werent", "weren't"),
+    ("hasnt", "hasn't"),
+    ("havent", "haven't"),
+    ("cant", "can't"),
+    ("wont", "won't"),
+    ("wouldnt", "wouldn't"),
+    ("shouldnt", "shouldn't"),
+    ("couldnt", "couldn't"),
+];
+
+/// `text` with its contractions written without an apostrophe ([`BARE_CONTRACTIONS`])
+/// written with one: "whats the price" asks what the price is, as "what's" does.
+#[must_use]
+pub fn with_apostrophes(text: &str) -> std::borrow::Cow<'_, str> {
+    let bare = |w: &str| {
+        let lower = w.to_lowercase();
+        BARE_CONTRACTIONS
+            .iter()
+            .find(|(b, _)| *b == lower)
+            .map(|(_, full)| *full)
+    };
+    if !text
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| bare(w).is_some())
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match bare(word) {
+            // A capital opening the word stays one (`Whats` is `What's`).
+            Some(full) if word.starts_with(char::is_uppercase) => {
+                let mut chars = full.chars();
+                out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+                out.extend(chars);
+            }
+            Some(full) => out.push_str(full),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    std::borrow::Cow::Owned(out)
+}
+
 /// `text` with its locators ([`locators`]) blanked out: a path names where to look, and its
 /// pieces (`tmp`, `agent`, `txt`) are not words of what is asked or said.
 #[must_use]
@@ -1445,3 +1520,156 @@ mod tests {
         );
     }
 }
+
+/// Lower-case word tokens of `text` with the numbers in them, hyphens and dashes splitting
+/// (`16–25` is `16`, `25`; `8-year-old` is `8`, `year`, `old`), and `+` kept as a token
+/// (`65+`).
+fn age_tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.to_lowercase().chars() {
+        if c.is_alphanumeric() || c == '\'' || c == '\u{2019}' {
+            word.push(c);
+        } else {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            if c == '+' {
+                out.push("+".into());
+            }
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// A whole number of years a token states (`16`, `16th`), within a life's span.
+fn years_in(token: &str) -> Option<u32> {
+    let digits = token
+        .strip_suffix("th")
+        .or_else(|| token.strip_suffix("st"))
+        .or_else(|| token.strip_suffix("nd"))
+        .or_else(|| token.strip_suffix("rd"))
+        .unwrap_or(token);
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=120).contains(n) && digits.len() <= 3)
+}
+
+/// The age a question states as the asker's or as the person's it asks about (`I'm 22`,
+/// `my 8-year-old`, `a 16 year old`, `aged 70`), in years.
+#[must_use]
+pub fn stated_age(text: &str) -> Option<u32> {
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    for i in 0..t.len() {
+        let Some(n) = years_in(&t[i]) else { continue };
+        let before = i.checked_sub(1).and_then(at);
+        let after = (at(i + 1), at(i + 2));
+        let old = matches!(after, (Some("year" | "years"), Some("old" | "olds")));
+        let aged = matches!(before, Some("aged" | "age"));
+        // `I'm 22`, `I am 70`, `she's 10`: a bare number after who is.
+        let is = matches!(
+            before,
+            Some("i'm" | "i\u{2019}m" | "am" | "he's" | "she's" | "is")
+        ) && after
+            .0
+            .is_none_or(|w| is_function_word(w) || ["years", "yrs"].contains(&w));
+        if old || aged || is {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// The ranges of age `text` states (`aged 16–25`, `aged 65 and over`, `under 16`, `from
+/// their 16th birthday`, `12 to 15-year-olds`), in years, each as (lowest, highest).
+/// Only a range written as an age counts: `2 to 6 days` is none.
+#[must_use]
+pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
+    const ABOVE: &[&str] = &["over", "older", "above", "+"];
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let cue = matches!(at(i), Some("aged" | "ages" | "age"));
+        let bound = matches!(at(i), Some("under" | "over" | "below" | "above"));
+        if cue || bound {
+            let word = at(i).unwrap_or_default();
+            let start = i + 1 + usize::from(matches!(at(i + 1), Some("of" | "between")));
+            // `aged under 16`, `aged over 65`.
+            let (limit, first) = match at(start) {
+                Some(w @ ("under" | "over" | "below" | "above")) => (Some(w), start + 1),
+                _ => (bound.then_some(word), start),
+            };
+            if let Some(lo) = at(first).and_then(years_in) {
+                let next = at(first + 1);
+                let range = match (limit, next) {
+                    (Some("under" | "below"), _) => Some((0, lo.saturating_sub(1))),
+                    (Some(_), _) => Some((lo + 1, 120)),
+                    (None, Some("to" | "and")) if at(first + 2).and_then(years_in).is_some() => {
+                        at(first + 2).and_then(years_in).map(|hi| (lo, hi))
+                    }
+                    (None, Some("and" | "or"))
+                        if at(first + 2).is_some_and(|w| ABOVE.contains(&w)) =>
+                    {
+                        Some((lo, 120))
+                    }
+                    (None, Some("+")) => Some((lo, 120)),
+                    (None, Some(hi)) if years_in(hi).is_some() => years_in(hi).map(|hi| (lo, hi)),
+                    _ => None,
+                };
+                // A bound alone (`under 16`) is an age only when no unit follows it:
+                // `under 50 people` is a count.
+                let counted = bound
+                    && limit == Some(word)
+                    && next.is_some_and(|w| {
+                        w.chars().all(char::is_alphabetic)
+                            && !is_function_word(w)
+                            && !["year", "years", "yrs"].contains(&w)
+                            && !AGE_VERBS.contains(&w)
+                    });
+                if let Some(r) = range.filter(|_| !counted) {
+                    out.push(r);
+                }
+            }
+        }
+        // `12 to 15-year-olds`, `65 and over`, `from their 16th birthday`.
+        if let Some(n) = at(i).and_then(years_in) {
+            if matches!(
+                (at(i + 1), at(i + 2)),
+                (Some("year" | "years"), Some("olds" | "old"))
+            ) && i >= 2
+                && matches!(at(i - 1), Some("to" | "and"))
+            {
+                if let Some(lo) = at(i - 2).and_then(years_in) {
+                    out.push((lo, n));
+                }
+            }
+            if matches!(at(i + 1), Some("birthday"))
+                && matches!(at(i.wrapping_sub(2)), Some("from" | "after"))
+            {
+                out.push((n, 120));
+            }
+            if matches!(at(i + 1), Some("birthday"))
+                && matches!(at(i.wrapping_sub(2)), Some("until" | "before"))
+            {
+                out.push((0, n.saturating_sub(1)));
+            }
+        }
+        i += 1;
+    }
+    out.dedup();
+    out
+}
+
+/// Verbs that follow a bound of age in a rule (`under 16 are`, `over 65 travel`): the
+/// bound is then an age, not a count of something.
+const AGE_VERBS: &[&str] = &[
+    "travel", "pay", "get", "go", "need", "must", "may", "can", "cannot", "ride", "stay", "use",
+    "receive", "qualify", "are", "is", "were", "need", "eat", "swim", "join",
+];

@@ -15,10 +15,10 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    amounts, amounts_with_units, common_words, content_stems, content_words, is_calendar_word,
-    is_common_word, is_duration, is_function_word, is_heading, is_label, is_light_word,
-    money_amounts, place_nouns, reading, states_extent, states_location, states_money, states_size,
-    stem, times, without_locators, words,
+    age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
+    is_calendar_word, is_common_word, is_duration, is_function_word, is_heading, is_label,
+    is_light_word, money_amounts, place_nouns, reading, stated_age, states_extent, states_location,
+    states_money, states_size, stem, times, with_apostrophes, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -497,6 +497,9 @@ pub struct Question {
     predicate: Option<String>,
     /// Whether the question asks whether one may ("Can I …", "May we …").
     permission: bool,
+    /// The age the question states (`I'm 22`, `my 8-year-old`), in years: a line that
+    /// states ages leaving it out is about other people.
+    age: Option<u32>,
     /// What an amount asked for measures, when the question says: a sum of money, or a
     /// length of time or space.
     measure: Option<Measure>,
@@ -579,7 +582,7 @@ impl Question {
         let as_asked = question;
         // A path or a URL in the question says where to look: its pieces are neither what is
         // asked nor names a line must state.
-        let question = &without_locators(question);
+        let question = &without_locators(&with_apostrophes(question));
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
@@ -1007,6 +1010,7 @@ impl Question {
             heads,
             unstated,
             unheard,
+            age: stated_age(question),
             absent,
             titles,
             sections,
@@ -1423,6 +1427,16 @@ impl Question {
         None
     }
 
+    /// Whether `line` is about the age the question states: `false` when it states ranges
+    /// of age (`aged 26 or over`) and none holds it (`I'm 22`); `true` when one does; `None`
+    /// when the question states no age or the line no range.
+    #[must_use]
+    pub fn age_fits(&self, line: &str) -> Option<bool> {
+        let age = self.age?;
+        let ranges = age_ranges(line);
+        (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&age)))
+    }
+
     /// The qualifiers `text` states. A record keyed by a bare label (`A: 5 mg …`, `2: …`)
     /// states that label of each series the question asks about: `Arm A` in a list of arms
     /// written `A:`, `B:`.
@@ -1491,7 +1505,36 @@ impl Question {
             AnswerKind::Time => times(span).len(),
             _ => 0,
         };
-        let mut found: Vec<(usize, usize, &str, usize)> = Vec::new();
+        let mut found: Vec<(usize, usize, String, usize)> = Vec::new();
+        let mut judge = |span: &str| {
+            if span.is_empty() || self.misses(span).is_some() {
+                return;
+            }
+            let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
+            let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2;
+            let lower = span.to_lowercase();
+            let marked = |marks: &[&str]| words(&lower).iter().any(|w| marks.contains(w));
+            if self.kind == AnswerKind::Reason && marked(REASON_MARKS) {
+                covered += 3;
+            }
+            // "What is the most…": a span that states a limit.
+            if self.asks_limit && marked(LIMIT_MARKS) {
+                covered += 3;
+            }
+            // "I'm 22": a span whose range of age holds it.
+            if self.age_fits(span) == Some(true) {
+                covered += 2;
+            }
+            found.push((covered, span.len(), span.to_owned(), values(span)));
+        };
+        // A record's field, led by the record's first field (`Room type: Private twin room;
+        // Member price: £52`): the one value asked for, with whose it is, as a long record
+        // is cited field by field.
+        if let Some(fields) = record_fields(line) {
+            for field in &fields[1..] {
+                judge(&format!("{}; {field}", fields[0]));
+            }
+        }
         for i in 0..clauses.len() {
             // A clause that is only a value (`64` in "Arm A: …, 64; Arm B: …") ends the
             // record before it: a span of several clauses never starts there.
@@ -1503,22 +1546,7 @@ impl Question {
                 if bare && j > i {
                     break;
                 }
-                let span = line[clauses[i].0..clauses[j].1].trim();
-                if span.is_empty() || self.misses(span).is_some() {
-                    continue;
-                }
-                let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
-                let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2;
-                let lower = span.to_lowercase();
-                let marked = |marks: &[&str]| words(&lower).iter().any(|w| marks.contains(w));
-                if self.kind == AnswerKind::Reason && marked(REASON_MARKS) {
-                    covered += 3;
-                }
-                // "What is the most…": a span that states a limit.
-                if self.asks_limit && marked(LIMIT_MARKS) {
-                    covered += 3;
-                }
-                found.push((covered, span.len(), span, values(span)));
+                judge(line[clauses[i].0..clauses[j].1].trim());
             }
         }
         // An answer states one value of what is asked: a span stating two amounts (or two
@@ -1547,7 +1575,7 @@ impl Question {
         };
         found.sort_by(|a, b| {
             b.0.cmp(&a.0)
-                .then(person(b.2).cmp(&person(a.2)))
+                .then(person(&b.2).cmp(&person(&a.2)))
                 .then(if short {
                     a.1.cmp(&b.1)
                 } else {
@@ -1556,8 +1584,8 @@ impl Question {
         });
         let mut out: Vec<String> = Vec::new();
         for (_, _, span, _) in found {
-            if !out.iter().any(|o| o == span) {
-                out.push(span.to_owned());
+            if !out.contains(&span) {
+                out.push(span);
             }
         }
         out
@@ -1593,6 +1621,12 @@ impl Question {
             if !self.names_stated(quote, source) {
                 out.push(violation(
                     format!("citation {i} does not state a name the question asks about"),
+                    format!("{at}/{i}/quote"),
+                ));
+            }
+            if self.age_fits(quote) == Some(false) {
+                out.push(violation(
+                    format!("citation {i} states ages that leave out the one the question states"),
                     format!("{at}/{i}/quote"),
                 ));
             }
@@ -1701,6 +1735,18 @@ fn bare_label(text: &str) -> Option<String> {
     let letter = key.len() == 1 && key.chars().all(|c| c.is_ascii_uppercase());
     let number = (1..=2).contains(&key.len()) && key.chars().all(|c| c.is_ascii_digit());
     (letter || number).then(|| key.to_lowercase())
+}
+
+/// A record's fields (`Room type: Dorm bed; Weekday: £22; Weekend: £26`): a line of two or
+/// more `; `-separated fields, each `key: value`, as a JSON Lines object or a table's row
+/// is cited. `None` for any other line.
+fn record_fields(line: &str) -> Option<Vec<&str>> {
+    let fields: Vec<&str> = line.split("; ").map(str::trim).collect();
+    let keyed = |f: &&str| {
+        f.split_once(": ")
+            .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
+    };
+    (fields.len() >= 2 && fields.iter().all(|f| keyed(f))).then_some(fields)
 }
 
 /// Whether two lower-case words write the same name, one perhaps as a plural (`sundays`,
@@ -3168,5 +3214,20 @@ The club was founded in 1990.",
         assert!(states_any("All parks close at dusk.", "park"));
         assert!(!states_any("Hollins Park closes at dusk.", "park"));
         assert!(!states_any("The park closes at dusk.", "park"));
+    }
+}
+#[cfg(test)]
+mod scratch {
+    use super::*;
+    #[test]
+    fn scratch_spans() {
+        let mut store = SourceStore::new();
+        store.insert(crate::SourceDocument::new("prices", "v1", true, "Prices (fictional)\nRoom type: Private twin room; Sleeps: 2; Weekday (Sun–Thu): £58; Weekend (Fri–Sat): £69; Member price: £52\nRoom type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84; Weekend (Fri–Sat): £98; Member price: £76")).unwrap();
+        let q = Question::new(
+            "im a member, whats the price for a private twin room per night?",
+            &store,
+        );
+        let line = "Room type: Private twin room; Sleeps: 2; Weekday (Sun–Thu): £58; Weekend (Fri–Sat): £69; Member price: £52";
+        eprintln!("-> {:?}", q.spans(line));
     }
 }

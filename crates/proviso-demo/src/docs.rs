@@ -495,10 +495,8 @@ fn read_manifest(text: &str) -> Result<Manifest, String> {
 /// The longest record written as one citable line; a longer one is cited field by field.
 const RECORD_LINE: usize = 300;
 
-/// A JSON Lines file's records, one citable line each: `key: value; key: value`. A record
-/// too long to quote whole becomes a line per field, each led by the record's first field
-/// (`branch: Northgate; address: 48 Northgate Road`), so every line still says whose
-/// field it is.
+/// A JSON Lines file's records, one citable line each: `key: value; key: value`
+/// ([`record_units`]).
 fn jsonl_units(text: &str) -> Vec<String> {
     let field = |k: &str, v: &Value| match v {
         Value::String(s) => format!("{k}: {s}"),
@@ -508,16 +506,7 @@ fn jsonl_units(text: &str) -> Vec<String> {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(map)) => {
-                let fields: Vec<String> = map.iter().map(|(k, v)| field(k, v)).collect();
-                let whole = fields.join("; ");
-                match fields.split_first() {
-                    Some((key, rest))
-                        if whole.chars().count() > RECORD_LINE && !rest.is_empty() =>
-                    {
-                        out.extend(rest.iter().map(|f| format!("{key}; {f}")));
-                    }
-                    _ => out.push(whole),
-                }
+                out.extend(record_units(map.iter().map(|(k, v)| field(k, v)).collect()));
             }
             _ => out.push(line.trim().to_owned()),
         }
@@ -525,13 +514,87 @@ fn jsonl_units(text: &str) -> Vec<String> {
     out
 }
 
+/// One record's fields (`key: value`) as citable lines: the record whole, `key: value; key:
+/// value`, or, when too long to quote whole, a line per field led by the record's first
+/// field (`branch: Northgate; address: 48 Northgate Road`), so every line still says
+/// whose field it is. A JSON Lines object and a Markdown table's row are both records.
+fn record_units(fields: Vec<String>) -> Vec<String> {
+    let whole = fields.join("; ");
+    match fields.split_first() {
+        Some((key, rest)) if whole.chars().count() > RECORD_LINE && !rest.is_empty() => {
+            rest.iter().map(|f| format!("{key}; {f}")).collect()
+        }
+        _ if whole.is_empty() => Vec::new(),
+        _ => vec![whole],
+    }
+}
+
+/// The cells of a Markdown table row (`| Dorm bed | £22 |`), trimmed, without their
+/// emphasis; `None` for a line that is not a row.
+fn table_cells(line: &str) -> Option<Vec<String>> {
+    let inner = line.strip_prefix('|')?;
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    Some(
+        inner
+            .split('|')
+            .map(|c| c.trim().replace("**", "").replace('`', ""))
+            .collect(),
+    )
+}
+
+/// Whether `line` is a Markdown table's delimiter row (`|---|:--:|`).
+fn is_delimiter_row(line: &str) -> bool {
+    line.contains('-') && line.chars().all(|c| matches!(c, '-' | '|' | ':' | ' '))
+}
+
+/// A Markdown table's body row as a record: each cell led by its column's header
+/// (`Room: Dorm bed; Weekday: £22; Weekend: £26`), so that the line states which column a
+/// value is in, as a JSON Lines record states its keys. An empty cell says nothing; a
+/// column without a header gives its cell alone.
+fn table_row(header: &[String], cells: &[String]) -> Vec<String> {
+    let fields = cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(i, c)| match header.get(i).filter(|h| !h.is_empty()) {
+            Some(h) => format!("{h}: {c}"),
+            None => c.clone(),
+        })
+        .collect();
+    record_units(fields)
+}
+
 /// Plain text or Markdown as citable lines: each sentence, list item or heading of its own,
 /// Markdown's markup (heading marks, bullets, emphasis, code fences) taken off.
+///
+/// A Markdown table (a header row, a delimiter row, body rows) becomes a record per body row
+/// ([`table_row`]): a row's cells alone (`| Dorm bed | £22 | £26 |`) would not say which
+/// price is which.
 fn text_units(text: &str, markdown: bool) -> Vec<String> {
     let mut units = Vec::new();
-    for raw in text.lines() {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut header: Option<Vec<String>> = None;
+    for (i, raw) in lines.iter().enumerate() {
         let mut line = raw.trim();
         if markdown {
+            if let Some(cells) = table_cells(line) {
+                if is_delimiter_row(line) {
+                    continue;
+                }
+                let next_delimits = lines
+                    .get(i + 1)
+                    .is_some_and(|n| n.trim().starts_with('|') && is_delimiter_row(n.trim()));
+                if next_delimits {
+                    header = Some(cells);
+                } else if let Some(header) = &header {
+                    units.extend(table_row(header, &cells));
+                } else {
+                    // Rows without a header: each its cells, as a record without keys.
+                    units.extend(table_row(&[], &cells));
+                }
+                continue;
+            }
+            header = None;
             if line.starts_with("```") || line.chars().all(|c| matches!(c, '-' | '|' | ':' | ' ')) {
                 continue;
             }
@@ -553,8 +616,22 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
     units
 }
 
-/// A list item's text without its bullet or number (`- `, `* `, `+ `, `1. `, `2) `).
+/// A list item's text without its bullet or number (`- `, `* `, `+ `, `1. `, `2) `), and a
+/// heading's without its section number (`3.2 `, `4.1.2. `) when a capital follows: the
+/// number orders the sections, and a heading read with it would read as a line stating a
+/// number, not as the heading its section's lines are found by.
 fn strip_bullet(line: &str) -> &str {
+    if let Some((number, rest)) = line.split_once(' ') {
+        let parts: Vec<&str> = number.trim_end_matches('.').split('.').collect();
+        if parts.len() >= 2
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && p.len() <= 3 && p.chars().all(|c| c.is_ascii_digit()))
+            && rest.chars().next().is_some_and(char::is_uppercase)
+        {
+            return rest.trim_start();
+        }
+    }
     if let Some(rest) = line
         .strip_prefix("- ")
         .or_else(|| line.strip_prefix("* "))
@@ -677,6 +754,7 @@ mod tests {
 
     #[test]
     fn sentences_and_list_items_become_lines() {
+        // A table's header without rows states nothing.
         let md = "# Install\n\n1. Keep 30 cm of clearance. Use a 16 A breaker.\n- Pipes: 22 mm, e.g. copper.\n| a | b |\n|---|---|\n";
         assert_eq!(
             text_units(md, true),
@@ -684,8 +762,7 @@ mod tests {
                 "Install",
                 "Keep 30 cm of clearance.",
                 "Use a 16 A breaker.",
-                "Pipes: 22 mm, e.g. copper.",
-                "| a | b |"
+                "Pipes: 22 mm, e.g. copper."
             ]
         );
         assert_eq!(
@@ -701,6 +778,28 @@ mod tests {
         assert_eq!(units.len(), 2);
         assert_eq!(units[0], "branch: North; address: 1 Road");
         assert!(units[1].starts_with("branch: North; hours: xxx"));
+        // A Markdown table's row is a record, each cell led by its column's header; the
+        // header and delimiter rows are not lines of their own.
+        assert_eq!(
+            text_units(
+                "## 2. Prices\n\n| Room | Weekday | **Weekend** |\n|---|:--:|---|\n| Dorm bed | £22 | £26 |\n| Private twin |  | £70 |\nPrices include breakfast.\n",
+                true
+            ),
+            [
+                "Prices",
+                "Room: Dorm bed; Weekday: £22; Weekend: £26",
+                "Room: Private twin; Weekend: £70",
+                "Prices include breakfast."
+            ]
+        );
+        // A section's number is no part of its heading; a measure opening a line stays.
+        assert_eq!(
+            text_units(
+                "### 3.2 Group bookings\n3.2.1 Deposits\n2.5 m is the limit.\n",
+                true
+            ),
+            ["Group bookings", "Deposits", "2.5 m is the limit."]
+        );
         assert_eq!(
             sentences("Dr. Lee signed it. It was 2.5 m long."),
             ["Dr. Lee signed it.", "It was 2.5 m long."]
