@@ -1673,3 +1673,91 @@ const AGE_VERBS: &[&str] = &[
     "travel", "pay", "get", "go", "need", "must", "may", "can", "cannot", "ride", "stay", "use",
     "receive", "qualify", "are", "is", "were", "need", "eat", "swim", "join",
 ];
+
+/// The day of the week a word names (Monday is 0), written whole (`Saturday`, `Saturdays`)
+/// or, when `short` allows, cut to its first letters (`Sat`, `Thur`, `Thurs`).
+fn weekday(word: &str, short: bool) -> Option<usize> {
+    let lower = word.to_lowercase();
+    let lower = lower.trim_end_matches('.');
+    WEEKDAYS.iter().position(|d| {
+        *d == lower
+            || d.strip_suffix("day")
+                .is_some_and(|_| lower.strip_suffix('s') == Some(d))
+            || (short && lower.len() >= 3 && lower.len() < d.len() && d.starts_with(lower))
+    })
+}
+
+/// The days of the week `text` states, as a set (Monday first); `None` when it states none.
+/// A day written whole counts anywhere; a short one (`Sun`, `Fri`) only as an end of a
+/// range (`Sun–Thu`, `Friday to Sunday`), which holds every day between, wrapping past
+/// Sunday. `weekdays` holds Monday to Friday and `weekend` Saturday and Sunday, unless the
+/// text names its days itself (`Weekend (Fri–Sat)`).
+#[must_use]
+pub fn days_stated(text: &str) -> Option<[bool; 7]> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            if !word.is_empty() {
+                tokens.push(std::mem::take(&mut word));
+            }
+            if matches!(c, '-' | '\u{2013}' | '\u{2014}') {
+                tokens.push("to".into());
+            }
+        }
+    }
+    if !word.is_empty() {
+        tokens.push(word);
+    }
+    let mut days = [false; 7];
+    let mut named = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let through = |t: &str| {
+            ["to", "through", "thru", "until", "till"].contains(&t.to_lowercase().as_str())
+        };
+        if let (Some(a), Some(t), Some(b)) = (
+            weekday(&tokens[i], true),
+            tokens.get(i + 1),
+            tokens.get(i + 2).and_then(|w| weekday(w, true)),
+        ) {
+            if through(t) {
+                let mut d = a;
+                loop {
+                    days[d] = true;
+                    if d == b {
+                        break;
+                    }
+                    d = (d + 1) % 7;
+                }
+                named = true;
+                i += 3;
+                continue;
+            }
+        }
+        if let Some(d) = weekday(&tokens[i], false) {
+            days[d] = true;
+            named = true;
+        }
+        i += 1;
+    }
+    if !named {
+        for t in &tokens {
+            match t.to_lowercase().as_str() {
+                "weekday" | "weekdays" => days[..5].iter_mut().for_each(|d| *d = true),
+                "weekend" | "weekends" => days[5..].iter_mut().for_each(|d| *d = true),
+                _ => continue,
+            }
+            named = true;
+        }
+    }
+    named.then_some(days)
+}
+
+/// Whether `word` names a day of the week, whole (`Saturday`, `Saturdays`).
+#[must_use]
+pub fn is_weekday(word: &str) -> bool {
+    weekday(word, false).is_some()
+}

@@ -16,9 +16,10 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
-    is_calendar_word, is_common_word, is_duration, is_function_word, is_heading, is_label,
-    is_light_word, money_amounts, place_nouns, reading, stated_age, states_extent, states_location,
-    states_money, states_size, stem, times, with_apostrophes, without_locators, words,
+    days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
+    is_label, is_light_word, is_weekday, money_amounts, place_nouns, reading, stated_age,
+    states_extent, states_location, states_money, states_size, stem, times, with_apostrophes,
+    without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -500,6 +501,9 @@ pub struct Question {
     /// The age the question states (`I'm 22`, `my 8-year-old`), in years: a line that
     /// states ages leaving it out is about other people.
     age: Option<u32>,
+    /// The days of the week the question names (`on a Saturday night`): a line that states
+    /// other days is about them.
+    days: Option<[bool; 7]>,
     /// What an amount asked for measures, when the question says: a sum of money, or a
     /// length of time or space.
     measure: Option<Measure>,
@@ -955,10 +959,7 @@ impl Question {
                 continue;
             }
             let lower = w.to_lowercase();
-            let stating = all_lines
-                .iter()
-                .filter(|l| words(l).iter().any(|w| same_name(w, &lower)))
-                .count();
+            let stating = all_lines.iter().filter(|l| states_name(l, &lower)).count();
             if stating == 0 {
                 if !unstated.contains(&lower) {
                     unstated.push(lower);
@@ -1011,6 +1012,8 @@ impl Question {
             unstated,
             unheard,
             age: stated_age(question),
+            // Only days named whole: "over the weekend" is matched as a word.
+            days: days_stated(question).filter(|_| words(question).iter().any(|w| is_weekday(w))),
             absent,
             titles,
             sections,
@@ -1165,16 +1168,12 @@ impl Question {
         if !self.unstated.is_empty() {
             return false;
         }
-        let lower = line.to_lowercase();
-        let stated = words(&lower);
         let title = self.titles.get(source).map_or("", String::as_str);
-        let titled = words(title);
         let section_text = self.section(source, line).unwrap_or("");
-        let section = words(section_text);
         let proper = self.proper.iter().all(|n| {
-            [&stated, &titled, &section]
+            [line, title, section_text]
                 .iter()
-                .any(|ws| ws.iter().any(|w| same_name(w, n)))
+                .any(|text| states_name(text, n))
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
         });
         if !proper {
@@ -1238,6 +1237,9 @@ impl Question {
     /// something the question does not say.
     #[must_use]
     pub fn misses(&self, text: &str) -> Option<String> {
+        if !self.fits(text) {
+            return Some("it states ages or days that leave out those the question states".into());
+        }
         if text.trim().ends_with(':') {
             return Some("it introduces what follows and states nothing itself".into());
         }
@@ -1437,6 +1439,32 @@ impl Question {
         (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&age)))
     }
 
+    /// Whether `line` is about the days of the week the question names: `false` when it
+    /// states days (`Weekday (Sun–Thu)`) and none of them is asked (`Saturday`); `true` when
+    /// one is (`Weekend (Fri–Sat)`); `None` when the question names no day or the line none.
+    #[must_use]
+    pub fn day_fits(&self, line: &str) -> Option<bool> {
+        let asked = self.days?;
+        let stated = days_stated(line)?;
+        Some(asked.iter().zip(stated).any(|(a, s)| *a && s))
+    }
+
+    /// Whether `line` is about whom and when the question is: its ranges of age and its days
+    /// of the week leave out none the question states ([`Question::age_fits`],
+    /// [`Question::day_fits`]).
+    #[must_use]
+    pub fn fits(&self, line: &str) -> bool {
+        self.age_fits(line) != Some(false) && self.day_fits(line) != Some(false)
+    }
+
+    /// How many of the question's age and days `line` states a range holding (`aged 16–25`
+    /// for "I'm 22", `Fri–Sat` for "Saturday").
+    #[must_use]
+    pub fn fitted(&self, line: &str) -> usize {
+        usize::from(self.age_fits(line) == Some(true))
+            + usize::from(self.day_fits(line) == Some(true))
+    }
+
     /// The qualifiers `text` states. A record keyed by a bare label (`A: 5 mg …`, `2: …`)
     /// states that label of each series the question asks about: `Arm A` in a list of arms
     /// written `A:`, `B:`.
@@ -1521,10 +1549,8 @@ impl Question {
             if self.asks_limit && marked(LIMIT_MARKS) {
                 covered += 3;
             }
-            // "I'm 22": a span whose range of age holds it.
-            if self.age_fits(span) == Some(true) {
-                covered += 2;
-            }
+            // "I'm 22", "on a Saturday": a span whose range of age or days holds it.
+            covered += 4 * self.fitted(span);
             found.push((covered, span.len(), span.to_owned(), values(span)));
         };
         // A record's field, led by the record's first field (`Room type: Private twin room;
@@ -1573,8 +1599,23 @@ impl Question {
                 0
             }
         };
+        // A record's field (led by its first) answers for one value before a run of its
+        // fields, which states the neighbours too (`Weekday: £66; Weekend: £79` for "on a
+        // Wednesday"); of spans that answer as much, the one of fewest fields.
+        let record = record_fields(line).is_some();
+        let fields = |span: &str| {
+            if record {
+                span.matches("; ").count()
+            } else {
+                0
+            }
+        };
+        let run = |span: &str| short && fields(span) > 1;
         found.sort_by(|a, b| {
-            b.0.cmp(&a.0)
+            run(&a.2)
+                .cmp(&run(&b.2))
+                .then(b.0.cmp(&a.0))
+                .then(fields(&a.2).cmp(&fields(&b.2)))
                 .then(person(&b.2).cmp(&person(&a.2)))
                 .then(if short {
                     a.1.cmp(&b.1)
@@ -1624,9 +1665,11 @@ impl Question {
                     format!("{at}/{i}/quote"),
                 ));
             }
-            if self.age_fits(quote) == Some(false) {
+            if !self.fits(quote) {
                 out.push(violation(
-                    format!("citation {i} states ages that leave out the one the question states"),
+                    format!(
+                        "citation {i} states ages or days that leave out those the question states"
+                    ),
                     format!("{at}/{i}/quote"),
                 ));
             }
@@ -1747,6 +1790,18 @@ fn record_fields(line: &str) -> Option<Vec<&str>> {
             .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
     };
     (fields.len() >= 2 && fields.iter().all(|f| keyed(f))).then_some(fields)
+}
+
+/// Whether `text` states the name `name` (lower case): a word writing it
+/// ([`same_name`]), or, for a day of the week, a range of days holding it (`Sun–Thu` states
+/// `wednesday`, [`days_stated`]).
+fn states_name(text: &str, name: &str) -> bool {
+    let lower = text.to_lowercase();
+    words(&lower).iter().any(|w| same_name(w, name))
+        || (is_weekday(name)
+            && days_stated(text).is_some_and(|days| {
+                days_stated(name).is_some_and(|d| d.iter().zip(days).any(|(a, b)| *a && b))
+            }))
 }
 
 /// Whether two lower-case words write the same name, one perhaps as a plural (`sundays`,
@@ -3222,12 +3277,16 @@ mod scratch {
     #[test]
     fn scratch_spans() {
         let mut store = SourceStore::new();
-        store.insert(crate::SourceDocument::new("prices", "v1", true, "Prices (fictional)\nRoom type: Private twin room; Sleeps: 2; Weekday (Sun–Thu): £58; Weekend (Fri–Sat): £69; Member price: £52\nRoom type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84; Weekend (Fri–Sat): £98; Member price: £76")).unwrap();
+        store.insert(crate::SourceDocument::new("prices", "v1", true, "Prices (fictional)\nRoom type: Double room with ensuite; Sleeps: 2; Weekday (Sun–Thu): £66; Weekend (Fri–Sat): £79; Member price: £59\nRoom type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84; Weekend (Fri–Sat): £98; Member price: £76")).unwrap();
         let q = Question::new(
-            "im a member, whats the price for a private twin room per night?",
+            "What would a double room with its own bathroom cost me for a Wednesday night?",
             &store,
         );
-        let line = "Room type: Private twin room; Sleeps: 2; Weekday (Sun–Thu): £58; Weekend (Fri–Sat): £69; Member price: £52";
-        eprintln!("-> {:?}", q.spans(line));
+        let line = "Room type: Double room with ensuite; Sleeps: 2; Weekday (Sun–Thu): £66; Weekend (Fri–Sat): £79; Member price: £59";
+        eprintln!("-> {:?} {:?} {:?}", q.kind, q.terms, q.spans(line));
+        eprintln!(
+            "-> {:?}",
+            q.misses("Room type: Double room with ensuite; Weekday (Sun–Thu): £66")
+        );
     }
 }

@@ -704,14 +704,14 @@ pub fn rank_citations(
         // (`building work` for "which company is doing the building work at Wren Hill?"):
         // a line that states more of it answers more of the question than one that states
         // the subject more often.
-        // A line whose range of age holds the one the question states (`aged 16–25` for
-        // "I'm 22") answers for that person.
+        // A line whose range of age or days holds what the question states (`aged 16–25`
+        // for "I'm 22", `Fri–Sat` for "Saturday") answers for that person and day.
         let asked = question
             .beyond()
             .iter()
             .filter(|t| stems.contains(*t))
             .count()
-            + usize::from(question.age_fits(quote) == Some(true));
+            + question.fitted(quote);
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
@@ -827,8 +827,8 @@ fn assess<'a>(
     if !question.names_stated(quote, source) {
         return Err("it does not state a name the question asks about".into());
     }
-    if question.age_fits(quote) == Some(false) {
-        return Err("it states ages that leave out the one the question states".into());
+    if !question.fits(quote) {
+        return Err("it states ages or days that leave out those the question states".into());
     }
     let section = content_stems(question.section(source, quote).unwrap_or(""));
     let qualified = question.qualifier_stems(quote);
