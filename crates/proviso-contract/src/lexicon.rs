@@ -1761,3 +1761,121 @@ pub fn days_stated(text: &str) -> Option<[bool; 7]> {
 pub fn is_weekday(word: &str) -> bool {
     weekday(word, false).is_some()
 }
+
+/// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).
+const PARTY_WORDS: &[&str] = &[
+    "group",
+    "groups",
+    "party",
+    "family",
+    "people",
+    "persons",
+    "guests",
+    "adults",
+    "students",
+    "members",
+    "participants",
+    "sleeps",
+    "size",
+    "capacity",
+    "seats",
+    "us",
+];
+
+/// A count a token states, in digits or a small number word (`25`, `six`).
+fn count_in(token: &str) -> Option<u32> {
+    const SMALL: [&str; 12] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    SMALL
+        .iter()
+        .position(|w| *w == token)
+        .map(|i| i as u32 + 1)
+        .or_else(|| token.parse().ok().filter(|n| (1..=10_000).contains(n)))
+}
+
+/// How many people the question says it is about (`a group of 25`, `a family of six`,
+/// `12 of us`, `25 students`).
+#[must_use]
+pub fn stated_party(text: &str) -> Option<u32> {
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    (0..t.len()).find_map(|i| {
+        let n = count_in(&t[i])?;
+        let of_group = i >= 2
+            && at(i - 1) == Some("of")
+            && matches!(
+                at(i - 2),
+                Some("group" | "party" | "family" | "team" | "class")
+            );
+        let of_us = matches!((at(i + 1), at(i + 2)), (Some("of"), Some("us")));
+        let people = matches!(
+            at(i + 1),
+            Some("people" | "persons" | "guests" | "adults" | "students" | "friends")
+        );
+        (of_group || of_us || people).then_some(n)
+    })
+}
+
+/// The ranges of a count of people `text` states, when it says it counts people
+/// ([`PARTY_WORDS`]): `20–39`, `up to 6`, `12 or more`, `more than 50`, `at least 10`,
+/// each as (lowest, highest). A range with another unit after it (`2 to 6 days`) or an age
+/// (`aged 16–25`) is none.
+#[must_use]
+pub fn party_ranges(text: &str) -> Vec<(u32, u32)> {
+    if !age_tokens(text)
+        .iter()
+        .any(|w| PARTY_WORDS.contains(&w.as_str()))
+    {
+        return Vec::new();
+    }
+    // A record's field or a clause ends what a count is followed by.
+    text.split([';', ','])
+        .flat_map(|piece| party_ranges_in(&age_tokens(piece)))
+        .collect()
+}
+
+/// [`party_ranges`] within one field or clause's tokens.
+fn party_ranges_in(t: &[String]) -> Vec<(u32, u32)> {
+    let at = |i: usize| t.get(i).map(String::as_str);
+    // What follows a count: nothing, a word for people, or a word that is no unit.
+    let counts = |i: usize| {
+        at(i).is_none_or(|w| {
+            PARTY_WORDS.contains(&w) || is_function_word(w) || !w.chars().all(char::is_alphabetic)
+        }) && !matches!(at(i), Some("to" | "and" | "or"))
+    };
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        let Some(n) = count_in(&t[i]) else { continue };
+        if i >= 1 && matches!(at(i - 1), Some("aged" | "age" | "ages")) {
+            continue;
+        }
+        let before = (i.checked_sub(2).and_then(at), i.checked_sub(1).and_then(at));
+        let range = match (before, at(i + 1), at(i + 2)) {
+            ((Some("up"), Some("to")), _, _) if counts(i + 1) => Some((1, n)),
+            ((Some("more" | "over"), Some("than")), _, _) if counts(i + 1) => {
+                Some((n + 1, u32::MAX))
+            }
+            ((Some("fewer" | "less"), Some("than")), _, _) if counts(i + 1) => {
+                Some((1, n.saturating_sub(1)))
+            }
+            ((Some("at"), Some("least")), _, _) if counts(i + 1) => Some((n, u32::MAX)),
+            (_, Some("or" | "and"), Some("more" | "over" | "above")) if counts(i + 3) => {
+                Some((n, u32::MAX))
+            }
+            (_, Some("to"), Some(m)) => count_in(m)
+                .filter(|m| *m > n && counts(i + 3))
+                .map(|m| (n, m)),
+            (_, Some(m), _) if t[i + 1].chars().all(|c| c.is_ascii_digit()) => {
+                // `20–39` (the dash splits the tokens).
+                count_in(m)
+                    .filter(|m| *m > n && counts(i + 2))
+                    .map(|m| (n, m))
+            }
+            _ => None,
+        };
+        out.extend(range);
+    }
+    out
+}

@@ -17,9 +17,9 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, money_amounts, place_nouns, reading, stated_age,
-    states_extent, states_location, states_money, states_size, stem, times, with_apostrophes,
-    without_locators, words,
+    is_label, is_light_word, is_weekday, money_amounts, party_ranges, place_nouns, reading,
+    stated_age, stated_party, states_extent, states_location, states_money, states_size, stem,
+    times, with_apostrophes, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -501,6 +501,9 @@ pub struct Question {
     /// The age the question states (`I'm 22`, `my 8-year-old`), in years: a line that
     /// states ages leaving it out is about other people.
     age: Option<u32>,
+    /// How many people the question is about (`a group of 25`): a line that states ranges
+    /// of a count of people leaving it out is about other groups.
+    party: Option<u32>,
     /// The days of the week the question names (`on a Saturday night`): a line that states
     /// other days is about them.
     days: Option<[bool; 7]>,
@@ -1012,6 +1015,7 @@ impl Question {
             unstated,
             unheard,
             age: stated_age(question),
+            party: stated_party(question),
             // Only days named whole: "over the weekend" is matched as a word.
             days: days_stated(question).filter(|_| words(question).iter().any(|w| is_weekday(w))),
             absent,
@@ -1238,7 +1242,10 @@ impl Question {
     #[must_use]
     pub fn misses(&self, text: &str) -> Option<String> {
         if !self.fits(text) {
-            return Some("it states ages or days that leave out those the question states".into());
+            return Some(
+                "it states ages, group sizes or days that leave out those the question states"
+                    .into(),
+            );
         }
         if text.trim().ends_with(':') {
             return Some("it introduces what follows and states nothing itself".into());
@@ -1449,20 +1456,52 @@ impl Question {
         Some(asked.iter().zip(stated).any(|(a, s)| *a && s))
     }
 
-    /// Whether `line` is about whom and when the question is: its ranges of age and its days
-    /// of the week leave out none the question states ([`Question::age_fits`],
-    /// [`Question::day_fits`]).
+    /// Whether `line` is about as many people as the question states: `false` when it
+    /// states ranges of a count of people (`Group size: 12–19`) and none holds it (`a
+    /// group of 25`); `true` when one does; `None` when either states none.
     #[must_use]
-    pub fn fits(&self, line: &str) -> bool {
-        self.age_fits(line) != Some(false) && self.day_fits(line) != Some(false)
+    pub fn party_fits(&self, line: &str) -> Option<bool> {
+        let party = self.party?;
+        let ranges = party_ranges(line);
+        (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&party)))
     }
 
-    /// How many of the question's age and days `line` states a range holding (`aged 16–25`
-    /// for "I'm 22", `Fri–Sat` for "Saturday").
+    /// The question's own age, party and days against `line`'s ([`Question::age_fits`],
+    /// [`Question::party_fits`], [`Question::day_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 3] {
+        [
+            self.age_fits(line),
+            self.party_fits(line),
+            self.day_fits(line),
+        ]
+    }
+
+    /// Whether `line` is about whom and when the question is: its ranges of age, of a
+    /// count of people and its days of the week leave out none the question states.
+    #[must_use]
+    pub fn fits(&self, line: &str) -> bool {
+        !self.fitting(line).contains(&Some(false))
+    }
+
+    /// How many of the question's age, party and days `line` states a range holding
+    /// (`aged 16–25` for "I'm 22", `Fri–Sat` for "Saturday").
     #[must_use]
     pub fn fitted(&self, line: &str) -> usize {
-        usize::from(self.age_fits(line) == Some(true))
-            + usize::from(self.day_fits(line) == Some(true))
+        // "Over the weekend": a line that writes the word the question names its days
+        // with (`Weekend (Fri–Sat)`) holds them as it means them.
+        let lower = line.to_lowercase();
+        let written = words(&lower);
+        let day_word = ["weekend", "weekday"].iter().any(|d| {
+            words(&self.text.to_lowercase())
+                .iter()
+                .any(|w| w.trim_end_matches('s') == *d)
+                && written.iter().any(|w| w.trim_end_matches('s') == *d)
+        });
+        self.fitting(line)
+            .iter()
+            .filter(|f| **f == Some(true))
+            .count()
+            + usize::from(day_word)
     }
 
     /// The qualifiers `text` states. A record keyed by a bare label (`A: 5 mg …`, `2: …`)
@@ -1668,7 +1707,7 @@ impl Question {
             if !self.fits(quote) {
                 out.push(violation(
                     format!(
-                        "citation {i} states ages or days that leave out those the question states"
+                        "citation {i} states ages, group sizes or days that leave out those the question states"
                     ),
                     format!("{at}/{i}/quote"),
                 ));
@@ -3276,17 +3315,17 @@ mod scratch {
     use super::*;
     #[test]
     fn scratch_spans() {
-        let mut store = SourceStore::new();
-        store.insert(crate::SourceDocument::new("prices", "v1", true, "Prices (fictional)\nRoom type: Double room with ensuite; Sleeps: 2; Weekday (Sun–Thu): £66; Weekend (Fri–Sat): £79; Member price: £59\nRoom type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84; Weekend (Fri–Sat): £98; Member price: £76")).unwrap();
-        let q = Question::new(
-            "What would a double room with its own bathroom cost me for a Wednesday night?",
-            &store,
+        let q = "We're a group of 25 students arriving on a Tuesday for three nights. Do we get any discount on the price?";
+        eprintln!(
+            "-> {:?} {:?}",
+            crate::lexicon::stated_party(q),
+            crate::lexicon::party_ranges("Group size: 12–19; Discount on weekday prices: 6%")
         );
-        let line = "Room type: Double room with ensuite; Sleeps: 2; Weekday (Sun–Thu): £66; Weekend (Fri–Sat): £79; Member price: £59";
-        eprintln!("-> {:?} {:?} {:?}", q.kind, q.terms, q.spans(line));
         eprintln!(
             "-> {:?}",
-            q.misses("Room type: Double room with ensuite; Weekday (Sun–Thu): £66")
+            crate::lexicon::party_ranges(
+                "Room type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84"
+            )
         );
     }
 }

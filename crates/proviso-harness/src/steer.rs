@@ -828,7 +828,9 @@ fn assess<'a>(
         return Err("it does not state a name the question asks about".into());
     }
     if !question.fits(quote) {
-        return Err("it states ages or days that leave out those the question states".into());
+        return Err(
+            "it states ages, group sizes or days that leave out those the question states".into(),
+        );
     }
     let section = content_stems(question.section(source, quote).unwrap_or(""));
     let qualified = question.qualifier_stems(quote);
