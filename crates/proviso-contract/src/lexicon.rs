@@ -1879,3 +1879,76 @@ fn party_ranges_in(t: &[String]) -> Vec<(u32, u32)> {
     }
     out
 }
+
+/// Endings that make a longer word of a shorter one (`parking` of `park`): a word that
+/// only adds one of them is another word, not the whole of a clipped one.
+const ENDINGS: &[&str] = &[
+    "s", "es", "ing", "ings", "ed", "er", "ers", "est", "ly", "ment", "ments", "ness", "able",
+    "ible", "ion", "ions", "ity", "ful", "less", "ous", "ive", "al", "ally", "ist", "ists", "ism",
+    "y", "ie", "ies",
+];
+
+/// `text` with each word cut short (`dorm`, `info`, `admin`) that `known` does not hold
+/// written whole, as the one word `known` holds that it begins (`dormitory`,
+/// `information`): people clip the words documents write out. A word is read so only when
+/// it has four letters or more, every such word of `known` is one word in its forms
+/// (`dormitory`, `dormitories`), and the rest is no mere ending (`parking` is not `park`).
+#[must_use]
+pub fn unclipped<'a>(
+    text: &'a str,
+    known: &std::collections::BTreeSet<String>,
+) -> std::borrow::Cow<'a, str> {
+    let whole = |w: &str| -> Option<String> {
+        let lower = w.to_lowercase();
+        let base = lower
+            .strip_suffix('s')
+            .filter(|b| b.len() >= 4)
+            .unwrap_or(&lower);
+        // A capitalised word is a name, written as its owner writes it.
+        if base.len() < 4
+            || w.starts_with(char::is_uppercase)
+            || !base.chars().all(|c| c.is_ascii_alphabetic())
+            || known.contains(&lower)
+            || known.contains(base)
+            || is_function_word(&lower)
+        {
+            return None;
+        }
+        let begun: Vec<&String> = known
+            .range(base.to_owned()..)
+            .take_while(|k| k.starts_with(base))
+            .collect();
+        // A word the sources write with an ending (`works` for `work`) is known.
+        if begun.iter().any(|k| ENDINGS.contains(&&k[base.len()..])) {
+            return None;
+        }
+        let longer: Vec<&String> = begun
+            .into_iter()
+            .filter(|k| k.len() >= base.len() + 3)
+            .collect();
+        let first = longer.iter().min_by_key(|k| k.len())?;
+        longer
+            .iter()
+            .all(|k| stem(k) == stem(first))
+            .then(|| (*first).clone())
+    };
+    if !words(text).iter().any(|w| whole(w).is_some()) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        match whole(&word) {
+            Some(full) => out.push_str(&full),
+            None => out.push_str(&word),
+        }
+        word.clear();
+        out.push(c);
+    }
+    out.pop();
+    std::borrow::Cow::Owned(out)
+}

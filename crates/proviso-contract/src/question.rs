@@ -19,7 +19,7 @@ use crate::lexicon::{
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
     is_label, is_light_word, is_weekday, money_amounts, party_ranges, place_nouns, reading,
     stated_age, stated_party, states_extent, states_location, states_money, states_size, stem,
-    times, with_apostrophes, without_locators, words,
+    times, unclipped, with_apostrophes, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -589,7 +589,18 @@ impl Question {
         let as_asked = question;
         // A path or a URL in the question says where to look: its pieces are neither what is
         // asked nor names a line must state.
-        let question = &without_locators(&with_apostrophes(question));
+        // A word cut short (`dorm`) that the sources write whole (`dormitory`) is read whole.
+        let known: BTreeSet<String> = store
+            .documents()
+            .flat_map(|d| d.lines().iter())
+            .flat_map(|l| {
+                words(&l.to_lowercase())
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let question = &without_locators(&unclipped(&with_apostrophes(question), &known));
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
