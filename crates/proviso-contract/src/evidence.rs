@@ -132,6 +132,20 @@ impl SourceDocument {
         })
     }
 
+    /// Each line with the line before it, when it opens with a word that stands for what
+    /// that line names (`They must sleep in a private room` after `Dogs are welcome in
+    /// private rooms.`, [`crate::lexicon::refers_back`]) and that line is no heading (its
+    /// section already says what it is about).
+    pub fn antecedents(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.lines.iter().enumerate().map(|(i, line)| {
+            let before = i
+                .checked_sub(1)
+                .map(|j| self.lines[j].as_str())
+                .filter(|b| crate::lexicon::refers_back(line) && !crate::lexicon::opens_section(b));
+            (line.as_str(), before)
+        })
+    }
+
     /// Lines `start..=end` (1-based) joined with `\n`, if the range lies inside the document.
     #[must_use]
     pub fn excerpt(&self, start: usize, end: usize) -> Option<String> {

@@ -1952,3 +1952,21 @@ pub fn unclipped<'a>(
     out.pop();
     std::borrow::Cow::Owned(out)
 }
+
+/// Whether `line` opens with a word that stands for something a line before it names: a
+/// pronoun or a determiner alone (`It costs £3.50.`, `They must …`, `These are …`,
+/// `Those aged 3 to 15 …`).
+#[must_use]
+pub fn refers_back(line: &str) -> bool {
+    const BACK: &[&str] = &[
+        "it", "its", "they", "their", "them", "these", "this", "those", "he", "she", "his", "her",
+        "such", "both", "either", "neither",
+    ];
+    line.split_whitespace()
+        .next()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .is_some_and(|w| BACK.contains(&w.as_str()))
+}

@@ -617,12 +617,18 @@ impl Question {
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
         for d in store.documents() {
-            for (line, section) in d.sections() {
-                if let Some(section) = section {
-                    sections
-                        .entry((d.source_id().to_owned(), line.to_owned()))
-                        .or_insert_with(|| section.to_lowercase());
-                }
+            // A line is read with its section's heading, and with the line before it when
+            // it refers back to it (`They must sleep in a private room`).
+            for ((line, section), (_, before)) in d.sections().zip(d.antecedents()) {
+                let context = match (section, before) {
+                    (Some(s), Some(b)) => format!("{s} {b}"),
+                    (Some(s), None) => s.to_owned(),
+                    (None, Some(b)) => b.to_owned(),
+                    (None, None) => continue,
+                };
+                sections
+                    .entry((d.source_id().to_owned(), line.to_owned()))
+                    .or_insert_with(|| context.to_lowercase());
             }
             let entry = sources.entry(d.source_id()).or_default();
             for line in d.lines() {

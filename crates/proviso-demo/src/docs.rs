@@ -232,6 +232,10 @@ impl DocsBase {
             let sections: Vec<Option<&str>> = document
                 .map(|d| d.sections().map(|(_, s)| s).collect())
                 .unwrap_or_default();
+            // A line that refers back (`It costs £3.50.`) is found by the line it refers to.
+            let befores: Vec<Option<&str>> = document
+                .map(|d| d.antecedents().map(|(_, b)| b).collect())
+                .unwrap_or_default();
             // A document's sentences are found by its title too
             // ([`SourceDocument::title`]); a record stands alone.
             let title = document.and_then(SourceDocument::title);
@@ -243,6 +247,9 @@ impl DocsBase {
                     .flatten()
                     .filter(|_| !proviso_contract::lexicon::opens_section(&line.text));
                 let mut text = line.text.clone();
+                if let Some(before) = befores.get(line.number - 1).copied().flatten() {
+                    text = format!("{before} {text}");
+                }
                 if let Some(section) = section {
                     text = format!("{section} {text}");
                 }
