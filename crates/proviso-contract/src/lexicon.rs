@@ -904,6 +904,31 @@ pub fn times(text: &str) -> Vec<String> {
             out.push(t.to_owned());
         }
     }
+    // A month cut short, as a season or a date writes it (`Apr-Oct`, `Sep 2025`): a
+    // capitalised abbreviation beside a dash or before a number.
+    let pieces: Vec<&str> = text.split_whitespace().collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        for (j, part) in piece.split(['-', '\u{2013}']).enumerate() {
+            let word = part.trim_matches(|c: char| !c.is_alphanumeric());
+            let dashed = piece.contains(['-', '\u{2013}']) && j < 2;
+            let numbered = pieces
+                .get(i + 1)
+                .is_some_and(|n| n.chars().next().is_some_and(|c| c.is_ascii_digit()));
+            if !(3..=4).contains(&word.len())
+                || !word.starts_with(char::is_uppercase)
+                || !(dashed || numbered)
+            {
+                continue;
+            }
+            let lower = word.to_lowercase();
+            if let Some(month) = MONTHS
+                .iter()
+                .find(|m| m.starts_with(&lower) && **m != lower)
+            {
+                out.push((*month).to_owned());
+            }
+        }
+    }
     // Clock times: `17:30`, `9:00`.
     for t in lower.split(|c: char| !(c.is_ascii_digit() || c == ':')) {
         if let Some((h, m)) = t.split_once(':') {

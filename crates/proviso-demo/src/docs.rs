@@ -525,15 +525,26 @@ fn jsonl_units(text: &str) -> Vec<String> {
 /// value`, or, when too long to quote whole, a line per field led by the record's first
 /// field (`branch: Northgate; address: 48 Northgate Road`), so every line still says
 /// whose field it is. A JSON Lines object and a Markdown table's row are both records.
+///
+/// A first field that is only a code (`id: FH-03`) names the record for a machine; the
+/// short field after it (`name: Fernwick Kettlemoor`) names it for a reader, so both lead.
 fn record_units(fields: Vec<String>) -> Vec<String> {
     let whole = fields.join("; ");
-    match fields.split_first() {
-        Some((key, rest)) if whole.chars().count() > RECORD_LINE && !rest.is_empty() => {
-            rest.iter().map(|f| format!("{key}; {f}")).collect()
-        }
-        _ if whole.is_empty() => Vec::new(),
-        _ => vec![whole],
+    if whole.is_empty() {
+        return Vec::new();
     }
+    if whole.chars().count() <= RECORD_LINE || fields.len() < 2 {
+        return vec![whole];
+    }
+    let value = |f: &str| f.split_once(": ").map_or("", |(_, v)| v).to_owned();
+    let coded = !value(&fields[0]).chars().any(char::is_lowercase);
+    let named = fields.len() > 2 && value(&fields[1]).chars().count() <= 60;
+    let lead = if coded && named { 2 } else { 1 };
+    let key = fields[..lead].join("; ");
+    fields[lead..]
+        .iter()
+        .map(|f| format!("{key}; {f}"))
+        .collect()
 }
 
 /// The cells of a Markdown table row (`| Dorm bed | £22 |`), trimmed, without their
