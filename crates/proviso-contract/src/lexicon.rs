@@ -1246,6 +1246,456 @@ pub fn states_time(text: &str) -> bool {
     !times(text).is_empty()
 }
 
+/// Lower-case word tokens of `text` with the numbers in them, hyphens and dashes splitting
+/// (`16–25` is `16`, `25`; `8-year-old` is `8`, `year`, `old`), and `+` kept as a token
+/// (`65+`).
+fn age_tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.to_lowercase().chars() {
+        if c.is_alphanumeric() || c == '\'' || c == '\u{2019}' {
+            word.push(c);
+        } else {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            if c == '+' {
+                out.push("+".into());
+            }
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// A whole number of years a token states (`16`, `16th`), within a life's span.
+fn years_in(token: &str) -> Option<u32> {
+    let digits = token
+        .strip_suffix("th")
+        .or_else(|| token.strip_suffix("st"))
+        .or_else(|| token.strip_suffix("nd"))
+        .or_else(|| token.strip_suffix("rd"))
+        .unwrap_or(token);
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=120).contains(n) && digits.len() <= 3)
+}
+
+/// The age a question states as the asker's or as the person's it asks about (`I'm 22`,
+/// `my 8-year-old`, `a 16 year old`, `aged 70`), in years.
+#[must_use]
+pub fn stated_age(text: &str) -> Option<u32> {
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    for (i, token) in t.iter().enumerate() {
+        let Some(n) = years_in(token) else { continue };
+        let before = i.checked_sub(1).and_then(at);
+        let after = (at(i + 1), at(i + 2));
+        let old = matches!(after, (Some("year" | "years"), Some("old" | "olds")));
+        let aged = matches!(before, Some("aged" | "age"));
+        // `I'm 22`, `I am 70`, `she's 10`: a bare number after who is.
+        let is = matches!(
+            before,
+            Some("i'm" | "i\u{2019}m" | "am" | "he's" | "she's" | "is")
+        ) && after
+            .0
+            .is_none_or(|w| is_function_word(w) || ["years", "yrs"].contains(&w));
+        if old || aged || is {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// The ranges of age `text` states (`aged 16–25`, `aged 65 and over`, `under 16`, `from
+/// their 16th birthday`, `12 to 15-year-olds`), in years, each as (lowest, highest).
+/// Only a range written as an age counts: `2 to 6 days` is none.
+#[must_use]
+pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
+    const ABOVE: &[&str] = &["over", "older", "above", "+"];
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let cue = matches!(at(i), Some("aged" | "ages" | "age"));
+        let bound = matches!(at(i), Some("under" | "over" | "below" | "above"));
+        if cue || bound {
+            let word = at(i).unwrap_or_default();
+            let start = i + 1 + usize::from(matches!(at(i + 1), Some("of" | "between")));
+            // `aged under 16`, `aged over 65`.
+            let (limit, first) = match at(start) {
+                Some(w @ ("under" | "over" | "below" | "above")) => (Some(w), start + 1),
+                _ => (bound.then_some(word), start),
+            };
+            if let Some(lo) = at(first).and_then(years_in) {
+                let next = at(first + 1);
+                let range = match (limit, next) {
+                    (Some("under" | "below"), _) => Some((0, lo.saturating_sub(1))),
+                    (Some(_), _) => Some((lo + 1, 120)),
+                    (None, Some("to" | "and")) if at(first + 2).and_then(years_in).is_some() => {
+                        at(first + 2).and_then(years_in).map(|hi| (lo, hi))
+                    }
+                    (None, Some("and" | "or"))
+                        if at(first + 2).is_some_and(|w| ABOVE.contains(&w)) =>
+                    {
+                        Some((lo, 120))
+                    }
+                    (None, Some("+")) => Some((lo, 120)),
+                    (None, Some(hi)) if years_in(hi).is_some() => years_in(hi).map(|hi| (lo, hi)),
+                    _ => None,
+                };
+                // A bound alone (`under 16`) is an age only when no unit follows it:
+                // `under 50 people` is a count.
+                let counted = bound
+                    && limit == Some(word)
+                    && next.is_some_and(|w| {
+                        w.chars().all(char::is_alphabetic)
+                            && !is_function_word(w)
+                            && !["year", "years", "yrs"].contains(&w)
+                            && !AGE_VERBS.contains(&w)
+                    });
+                if let Some(r) = range.filter(|_| !counted) {
+                    out.push(r);
+                }
+            }
+        }
+        // `12 to 15-year-olds`, `65 and over`, `from their 16th birthday`.
+        if let Some(n) = at(i).and_then(years_in) {
+            if matches!(
+                (at(i + 1), at(i + 2)),
+                (Some("year" | "years"), Some("olds" | "old"))
+            ) && i >= 2
+                && matches!(at(i - 1), Some("to" | "and"))
+            {
+                if let Some(lo) = at(i - 2).and_then(years_in) {
+                    out.push((lo, n));
+                }
+            }
+            if matches!(at(i + 1), Some("birthday"))
+                && matches!(at(i.wrapping_sub(2)), Some("from" | "after"))
+            {
+                out.push((n, 120));
+            }
+            if matches!(at(i + 1), Some("birthday"))
+                && matches!(at(i.wrapping_sub(2)), Some("until" | "before"))
+            {
+                out.push((0, n.saturating_sub(1)));
+            }
+        }
+        i += 1;
+    }
+    out.dedup();
+    out
+}
+
+/// Verbs that follow a bound of age in a rule (`under 16 are`, `over 65 travel`): the
+/// bound is then an age, not a count of something.
+const AGE_VERBS: &[&str] = &[
+    "travel", "pay", "get", "go", "need", "must", "may", "can", "cannot", "ride", "stay", "use",
+    "receive", "qualify", "are", "is", "were", "need", "eat", "swim", "join",
+];
+
+/// The day of the week a word names (Monday is 0), written whole (`Saturday`, `Saturdays`)
+/// or, when `short` allows, cut to its first letters (`Sat`, `Thur`, `Thurs`).
+fn weekday(word: &str, short: bool) -> Option<usize> {
+    let lower = word.to_lowercase();
+    let lower = lower.trim_end_matches('.');
+    WEEKDAYS.iter().position(|d| {
+        *d == lower
+            || d.strip_suffix("day")
+                .is_some_and(|_| lower.strip_suffix('s') == Some(d))
+            || (short && lower.len() >= 3 && lower.len() < d.len() && d.starts_with(lower))
+    })
+}
+
+/// The days of the week `text` states, as a set (Monday first); `None` when it states none.
+/// A day written whole counts anywhere; a short one (`Sun`, `Fri`) only as an end of a
+/// range (`Sun–Thu`, `Friday to Sunday`), which holds every day between, wrapping past
+/// Sunday. `weekdays` holds Monday to Friday and `weekend` Saturday and Sunday, unless the
+/// text names its days itself (`Weekend (Fri–Sat)`).
+#[must_use]
+pub fn days_stated(text: &str) -> Option<[bool; 7]> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            if !word.is_empty() {
+                tokens.push(std::mem::take(&mut word));
+            }
+            if matches!(c, '-' | '\u{2013}' | '\u{2014}') {
+                tokens.push("to".into());
+            }
+        }
+    }
+    if !word.is_empty() {
+        tokens.push(word);
+    }
+    let mut days = [false; 7];
+    let mut named = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let through = |t: &str| {
+            ["to", "through", "thru", "until", "till"].contains(&t.to_lowercase().as_str())
+        };
+        if let (Some(a), Some(t), Some(b)) = (
+            weekday(&tokens[i], true),
+            tokens.get(i + 1),
+            tokens.get(i + 2).and_then(|w| weekday(w, true)),
+        ) {
+            if through(t) {
+                let mut d = a;
+                loop {
+                    days[d] = true;
+                    if d == b {
+                        break;
+                    }
+                    d = (d + 1) % 7;
+                }
+                named = true;
+                i += 3;
+                continue;
+            }
+        }
+        if let Some(d) = weekday(&tokens[i], false) {
+            days[d] = true;
+            named = true;
+        }
+        i += 1;
+    }
+    if !named {
+        for t in &tokens {
+            match t.to_lowercase().as_str() {
+                "weekday" | "weekdays" => days[..5].iter_mut().for_each(|d| *d = true),
+                "weekend" | "weekends" => days[5..].iter_mut().for_each(|d| *d = true),
+                _ => continue,
+            }
+            named = true;
+        }
+    }
+    named.then_some(days)
+}
+
+/// Whether `word` names a day of the week, whole (`Saturday`, `Saturdays`).
+#[must_use]
+pub fn is_weekday(word: &str) -> bool {
+    weekday(word, false).is_some()
+}
+
+/// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).
+const PARTY_WORDS: &[&str] = &[
+    "group",
+    "groups",
+    "party",
+    "family",
+    "people",
+    "persons",
+    "guests",
+    "adults",
+    "students",
+    "members",
+    "participants",
+    "sleeps",
+    "size",
+    "capacity",
+    "seats",
+    "us",
+];
+
+/// A count a token states, in digits or a small number word (`25`, `six`).
+fn count_in(token: &str) -> Option<u32> {
+    const SMALL: [&str; 12] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    SMALL
+        .iter()
+        .position(|w| *w == token)
+        .map(|i| i as u32 + 1)
+        .or_else(|| token.parse().ok().filter(|n| (1..=10_000).contains(n)))
+}
+
+/// How many people the question says it is about (`a group of 25`, `a family of six`,
+/// `12 of us`, `25 students`).
+#[must_use]
+pub fn stated_party(text: &str) -> Option<u32> {
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    (0..t.len()).find_map(|i| {
+        let n = count_in(&t[i])?;
+        let of_group = i >= 2
+            && at(i - 1) == Some("of")
+            && matches!(
+                at(i - 2),
+                Some("group" | "party" | "family" | "team" | "class")
+            );
+        let of_us = matches!((at(i + 1), at(i + 2)), (Some("of"), Some("us")));
+        let people = matches!(
+            at(i + 1),
+            Some("people" | "persons" | "guests" | "adults" | "students" | "friends")
+        );
+        (of_group || of_us || people).then_some(n)
+    })
+}
+
+/// The ranges of a count of people `text` states, when it says it counts people
+/// ([`PARTY_WORDS`]): `20–39`, `up to 6`, `12 or more`, `more than 50`, `at least 10`,
+/// each as (lowest, highest). A range with another unit after it (`2 to 6 days`) or an age
+/// (`aged 16–25`) is none.
+#[must_use]
+pub fn party_ranges(text: &str) -> Vec<(u32, u32)> {
+    if !age_tokens(text)
+        .iter()
+        .any(|w| PARTY_WORDS.contains(&w.as_str()))
+    {
+        return Vec::new();
+    }
+    // A record's field or a clause ends what a count is followed by.
+    text.split([';', ','])
+        .flat_map(|piece| party_ranges_in(&age_tokens(piece)))
+        .collect()
+}
+
+/// [`party_ranges`] within one field or clause's tokens.
+fn party_ranges_in(t: &[String]) -> Vec<(u32, u32)> {
+    let at = |i: usize| t.get(i).map(String::as_str);
+    // What follows a count: nothing, a word for people, or a word that is no unit.
+    let counts = |i: usize| {
+        at(i).is_none_or(|w| {
+            PARTY_WORDS.contains(&w) || is_function_word(w) || !w.chars().all(char::is_alphabetic)
+        }) && !matches!(at(i), Some("to" | "and" | "or"))
+    };
+    let mut out = Vec::new();
+    for (i, token) in t.iter().enumerate() {
+        let Some(n) = count_in(token) else { continue };
+        if i >= 1 && matches!(at(i - 1), Some("aged" | "age" | "ages")) {
+            continue;
+        }
+        let before = (i.checked_sub(2).and_then(at), i.checked_sub(1).and_then(at));
+        let range = match (before, at(i + 1), at(i + 2)) {
+            ((Some("up"), Some("to")), _, _) if counts(i + 1) => Some((1, n)),
+            ((Some("more" | "over"), Some("than")), _, _) if counts(i + 1) => {
+                Some((n + 1, u32::MAX))
+            }
+            ((Some("fewer" | "less"), Some("than")), _, _) if counts(i + 1) => {
+                Some((1, n.saturating_sub(1)))
+            }
+            ((Some("at"), Some("least")), _, _) if counts(i + 1) => Some((n, u32::MAX)),
+            (_, Some("or" | "and"), Some("more" | "over" | "above")) if counts(i + 3) => {
+                Some((n, u32::MAX))
+            }
+            (_, Some("to"), Some(m)) => count_in(m)
+                .filter(|m| *m > n && counts(i + 3))
+                .map(|m| (n, m)),
+            (_, Some(m), _) if t[i + 1].chars().all(|c| c.is_ascii_digit()) => {
+                // `20–39` (the dash splits the tokens).
+                count_in(m)
+                    .filter(|m| *m > n && counts(i + 2))
+                    .map(|m| (n, m))
+            }
+            _ => None,
+        };
+        out.extend(range);
+    }
+    out
+}
+
+/// Endings that make a longer word of a shorter one (`parking` of `park`): a word that
+/// only adds one of them is another word, not the whole of a clipped one.
+const ENDINGS: &[&str] = &[
+    "s", "es", "ing", "ings", "ed", "er", "ers", "est", "ly", "ment", "ments", "ness", "able",
+    "ible", "ion", "ions", "ity", "ful", "less", "ous", "ive", "al", "ally", "ist", "ists", "ism",
+    "y", "ie", "ies",
+];
+
+/// `text` with each word cut short (`dorm`, `info`, `admin`) that `known` does not hold
+/// written whole, as the one word `known` holds that it begins (`dormitory`,
+/// `information`): people clip the words documents write out. A word is read so only when
+/// it has four letters or more, every such word of `known` is one word in its forms
+/// (`dormitory`, `dormitories`), and the rest is no mere ending (`parking` is not `park`).
+#[must_use]
+pub fn unclipped<'a>(
+    text: &'a str,
+    known: &std::collections::BTreeSet<String>,
+) -> std::borrow::Cow<'a, str> {
+    let whole = |w: &str| -> Option<String> {
+        let lower = w.to_lowercase();
+        let base = lower
+            .strip_suffix('s')
+            .filter(|b| b.len() >= 4)
+            .unwrap_or(&lower);
+        // A capitalised word is a name, written as its owner writes it.
+        if base.len() < 4
+            || w.starts_with(char::is_uppercase)
+            || !base.chars().all(|c| c.is_ascii_alphabetic())
+            || known.contains(&lower)
+            || known.contains(base)
+            || is_function_word(&lower)
+        {
+            return None;
+        }
+        let begun: Vec<&String> = known
+            .range(base.to_owned()..)
+            .take_while(|k| k.starts_with(base))
+            .collect();
+        // A word the sources write with an ending (`works` for `work`) is known.
+        if begun.iter().any(|k| ENDINGS.contains(&&k[base.len()..])) {
+            return None;
+        }
+        let longer: Vec<&String> = begun
+            .into_iter()
+            .filter(|k| k.len() >= base.len() + 3)
+            .collect();
+        let first = longer.iter().min_by_key(|k| k.len())?;
+        longer
+            .iter()
+            .all(|k| stem(k) == stem(first))
+            .then(|| (*first).clone())
+    };
+    if !words(text).iter().any(|w| whole(w).is_some()) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        match whole(&word) {
+            Some(full) => out.push_str(&full),
+            None => out.push_str(&word),
+        }
+        word.clear();
+        out.push(c);
+    }
+    out.pop();
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether `line` opens with a word that stands for something a line before it names: a
+/// pronoun or a determiner alone (`It costs £3.50.`, `They must …`, `These are …`,
+/// `Those aged 3 to 15 …`).
+#[must_use]
+pub fn refers_back(line: &str) -> bool {
+    const BACK: &[&str] = &[
+        "it", "its", "they", "their", "them", "these", "this", "those", "he", "she", "his", "her",
+        "such", "both", "either", "neither",
+    ];
+    line.split_whitespace()
+        .next()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .is_some_and(|w| BACK.contains(&w.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1544,454 +1994,4 @@ mod tests {
             ["arm", "a", "trial", "get"]
         );
     }
-}
-
-/// Lower-case word tokens of `text` with the numbers in them, hyphens and dashes splitting
-/// (`16–25` is `16`, `25`; `8-year-old` is `8`, `year`, `old`), and `+` kept as a token
-/// (`65+`).
-fn age_tokens(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    for c in text.to_lowercase().chars() {
-        if c.is_alphanumeric() || c == '\'' || c == '\u{2019}' {
-            word.push(c);
-        } else {
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
-            if c == '+' {
-                out.push("+".into());
-            }
-        }
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
-}
-
-/// A whole number of years a token states (`16`, `16th`), within a life's span.
-fn years_in(token: &str) -> Option<u32> {
-    let digits = token
-        .strip_suffix("th")
-        .or_else(|| token.strip_suffix("st"))
-        .or_else(|| token.strip_suffix("nd"))
-        .or_else(|| token.strip_suffix("rd"))
-        .unwrap_or(token);
-    digits
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (1..=120).contains(n) && digits.len() <= 3)
-}
-
-/// The age a question states as the asker's or as the person's it asks about (`I'm 22`,
-/// `my 8-year-old`, `a 16 year old`, `aged 70`), in years.
-#[must_use]
-pub fn stated_age(text: &str) -> Option<u32> {
-    let t = age_tokens(text);
-    let at = |i: usize| t.get(i).map(String::as_str);
-    for i in 0..t.len() {
-        let Some(n) = years_in(&t[i]) else { continue };
-        let before = i.checked_sub(1).and_then(at);
-        let after = (at(i + 1), at(i + 2));
-        let old = matches!(after, (Some("year" | "years"), Some("old" | "olds")));
-        let aged = matches!(before, Some("aged" | "age"));
-        // `I'm 22`, `I am 70`, `she's 10`: a bare number after who is.
-        let is = matches!(
-            before,
-            Some("i'm" | "i\u{2019}m" | "am" | "he's" | "she's" | "is")
-        ) && after
-            .0
-            .is_none_or(|w| is_function_word(w) || ["years", "yrs"].contains(&w));
-        if old || aged || is {
-            return Some(n);
-        }
-    }
-    None
-}
-
-/// The ranges of age `text` states (`aged 16–25`, `aged 65 and over`, `under 16`, `from
-/// their 16th birthday`, `12 to 15-year-olds`), in years, each as (lowest, highest).
-/// Only a range written as an age counts: `2 to 6 days` is none.
-#[must_use]
-pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
-    const ABOVE: &[&str] = &["over", "older", "above", "+"];
-    let t = age_tokens(text);
-    let at = |i: usize| t.get(i).map(String::as_str);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < t.len() {
-        let cue = matches!(at(i), Some("aged" | "ages" | "age"));
-        let bound = matches!(at(i), Some("under" | "over" | "below" | "above"));
-        if cue || bound {
-            let word = at(i).unwrap_or_default();
-            let start = i + 1 + usize::from(matches!(at(i + 1), Some("of" | "between")));
-            // `aged under 16`, `aged over 65`.
-            let (limit, first) = match at(start) {
-                Some(w @ ("under" | "over" | "below" | "above")) => (Some(w), start + 1),
-                _ => (bound.then_some(word), start),
-            };
-            if let Some(lo) = at(first).and_then(years_in) {
-                let next = at(first + 1);
-                let range = match (limit, next) {
-                    (Some("under" | "below"), _) => Some((0, lo.saturating_sub(1))),
-                    (Some(_), _) => Some((lo + 1, 120)),
-                    (None, Some("to" | "and")) if at(first + 2).and_then(years_in).is_some() => {
-                        at(first + 2).and_then(years_in).map(|hi| (lo, hi))
-                    }
-                    (None, Some("and" | "or"))
-                        if at(first + 2).is_some_and(|w| ABOVE.contains(&w)) =>
-                    {
-                        Some((lo, 120))
-                    }
-                    (None, Some("+")) => Some((lo, 120)),
-                    (None, Some(hi)) if years_in(hi).is_some() => years_in(hi).map(|hi| (lo, hi)),
-                    _ => None,
-                };
-                // A bound alone (`under 16`) is an age only when no unit follows it:
-                // `under 50 people` is a count.
-                let counted = bound
-                    && limit == Some(word)
-                    && next.is_some_and(|w| {
-                        w.chars().all(char::is_alphabetic)
-                            && !is_function_word(w)
-                            && !["year", "years", "yrs"].contains(&w)
-                            && !AGE_VERBS.contains(&w)
-                    });
-                if let Some(r) = range.filter(|_| !counted) {
-                    out.push(r);
-                }
-            }
-        }
-        // `12 to 15-year-olds`, `65 and over`, `from their 16th birthday`.
-        if let Some(n) = at(i).and_then(years_in) {
-            if matches!(
-                (at(i + 1), at(i + 2)),
-                (Some("year" | "years"), Some("olds" | "old"))
-            ) && i >= 2
-                && matches!(at(i - 1), Some("to" | "and"))
-            {
-                if let Some(lo) = at(i - 2).and_then(years_in) {
-                    out.push((lo, n));
-                }
-            }
-            if matches!(at(i + 1), Some("birthday"))
-                && matches!(at(i.wrapping_sub(2)), Some("from" | "after"))
-            {
-                out.push((n, 120));
-            }
-            if matches!(at(i + 1), Some("birthday"))
-                && matches!(at(i.wrapping_sub(2)), Some("until" | "before"))
-            {
-                out.push((0, n.saturating_sub(1)));
-            }
-        }
-        i += 1;
-    }
-    out.dedup();
-    out
-}
-
-/// Verbs that follow a bound of age in a rule (`under 16 are`, `over 65 travel`): the
-/// bound is then an age, not a count of something.
-const AGE_VERBS: &[&str] = &[
-    "travel", "pay", "get", "go", "need", "must", "may", "can", "cannot", "ride", "stay", "use",
-    "receive", "qualify", "are", "is", "were", "need", "eat", "swim", "join",
-];
-
-/// The day of the week a word names (Monday is 0), written whole (`Saturday`, `Saturdays`)
-/// or, when `short` allows, cut to its first letters (`Sat`, `Thur`, `Thurs`).
-fn weekday(word: &str, short: bool) -> Option<usize> {
-    let lower = word.to_lowercase();
-    let lower = lower.trim_end_matches('.');
-    WEEKDAYS.iter().position(|d| {
-        *d == lower
-            || d.strip_suffix("day")
-                .is_some_and(|_| lower.strip_suffix('s') == Some(d))
-            || (short && lower.len() >= 3 && lower.len() < d.len() && d.starts_with(lower))
-    })
-}
-
-/// The days of the week `text` states, as a set (Monday first); `None` when it states none.
-/// A day written whole counts anywhere; a short one (`Sun`, `Fri`) only as an end of a
-/// range (`Sun–Thu`, `Friday to Sunday`), which holds every day between, wrapping past
-/// Sunday. `weekdays` holds Monday to Friday and `weekend` Saturday and Sunday, unless the
-/// text names its days itself (`Weekend (Fri–Sat)`).
-#[must_use]
-pub fn days_stated(text: &str) -> Option<[bool; 7]> {
-    let mut tokens: Vec<String> = Vec::new();
-    let mut word = String::new();
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            word.push(c);
-        } else {
-            if !word.is_empty() {
-                tokens.push(std::mem::take(&mut word));
-            }
-            if matches!(c, '-' | '\u{2013}' | '\u{2014}') {
-                tokens.push("to".into());
-            }
-        }
-    }
-    if !word.is_empty() {
-        tokens.push(word);
-    }
-    let mut days = [false; 7];
-    let mut named = false;
-    let mut i = 0;
-    while i < tokens.len() {
-        let through = |t: &str| {
-            ["to", "through", "thru", "until", "till"].contains(&t.to_lowercase().as_str())
-        };
-        if let (Some(a), Some(t), Some(b)) = (
-            weekday(&tokens[i], true),
-            tokens.get(i + 1),
-            tokens.get(i + 2).and_then(|w| weekday(w, true)),
-        ) {
-            if through(t) {
-                let mut d = a;
-                loop {
-                    days[d] = true;
-                    if d == b {
-                        break;
-                    }
-                    d = (d + 1) % 7;
-                }
-                named = true;
-                i += 3;
-                continue;
-            }
-        }
-        if let Some(d) = weekday(&tokens[i], false) {
-            days[d] = true;
-            named = true;
-        }
-        i += 1;
-    }
-    if !named {
-        for t in &tokens {
-            match t.to_lowercase().as_str() {
-                "weekday" | "weekdays" => days[..5].iter_mut().for_each(|d| *d = true),
-                "weekend" | "weekends" => days[5..].iter_mut().for_each(|d| *d = true),
-                _ => continue,
-            }
-            named = true;
-        }
-    }
-    named.then_some(days)
-}
-
-/// Whether `word` names a day of the week, whole (`Saturday`, `Saturdays`).
-#[must_use]
-pub fn is_weekday(word: &str) -> bool {
-    weekday(word, false).is_some()
-}
-
-/// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).
-const PARTY_WORDS: &[&str] = &[
-    "group",
-    "groups",
-    "party",
-    "family",
-    "people",
-    "persons",
-    "guests",
-    "adults",
-    "students",
-    "members",
-    "participants",
-    "sleeps",
-    "size",
-    "capacity",
-    "seats",
-    "us",
-];
-
-/// A count a token states, in digits or a small number word (`25`, `six`).
-fn count_in(token: &str) -> Option<u32> {
-    const SMALL: [&str; 12] = [
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-        "twelve",
-    ];
-    SMALL
-        .iter()
-        .position(|w| *w == token)
-        .map(|i| i as u32 + 1)
-        .or_else(|| token.parse().ok().filter(|n| (1..=10_000).contains(n)))
-}
-
-/// How many people the question says it is about (`a group of 25`, `a family of six`,
-/// `12 of us`, `25 students`).
-#[must_use]
-pub fn stated_party(text: &str) -> Option<u32> {
-    let t = age_tokens(text);
-    let at = |i: usize| t.get(i).map(String::as_str);
-    (0..t.len()).find_map(|i| {
-        let n = count_in(&t[i])?;
-        let of_group = i >= 2
-            && at(i - 1) == Some("of")
-            && matches!(
-                at(i - 2),
-                Some("group" | "party" | "family" | "team" | "class")
-            );
-        let of_us = matches!((at(i + 1), at(i + 2)), (Some("of"), Some("us")));
-        let people = matches!(
-            at(i + 1),
-            Some("people" | "persons" | "guests" | "adults" | "students" | "friends")
-        );
-        (of_group || of_us || people).then_some(n)
-    })
-}
-
-/// The ranges of a count of people `text` states, when it says it counts people
-/// ([`PARTY_WORDS`]): `20–39`, `up to 6`, `12 or more`, `more than 50`, `at least 10`,
-/// each as (lowest, highest). A range with another unit after it (`2 to 6 days`) or an age
-/// (`aged 16–25`) is none.
-#[must_use]
-pub fn party_ranges(text: &str) -> Vec<(u32, u32)> {
-    if !age_tokens(text)
-        .iter()
-        .any(|w| PARTY_WORDS.contains(&w.as_str()))
-    {
-        return Vec::new();
-    }
-    // A record's field or a clause ends what a count is followed by.
-    text.split([';', ','])
-        .flat_map(|piece| party_ranges_in(&age_tokens(piece)))
-        .collect()
-}
-
-/// [`party_ranges`] within one field or clause's tokens.
-fn party_ranges_in(t: &[String]) -> Vec<(u32, u32)> {
-    let at = |i: usize| t.get(i).map(String::as_str);
-    // What follows a count: nothing, a word for people, or a word that is no unit.
-    let counts = |i: usize| {
-        at(i).is_none_or(|w| {
-            PARTY_WORDS.contains(&w) || is_function_word(w) || !w.chars().all(char::is_alphabetic)
-        }) && !matches!(at(i), Some("to" | "and" | "or"))
-    };
-    let mut out = Vec::new();
-    for i in 0..t.len() {
-        let Some(n) = count_in(&t[i]) else { continue };
-        if i >= 1 && matches!(at(i - 1), Some("aged" | "age" | "ages")) {
-            continue;
-        }
-        let before = (i.checked_sub(2).and_then(at), i.checked_sub(1).and_then(at));
-        let range = match (before, at(i + 1), at(i + 2)) {
-            ((Some("up"), Some("to")), _, _) if counts(i + 1) => Some((1, n)),
-            ((Some("more" | "over"), Some("than")), _, _) if counts(i + 1) => {
-                Some((n + 1, u32::MAX))
-            }
-            ((Some("fewer" | "less"), Some("than")), _, _) if counts(i + 1) => {
-                Some((1, n.saturating_sub(1)))
-            }
-            ((Some("at"), Some("least")), _, _) if counts(i + 1) => Some((n, u32::MAX)),
-            (_, Some("or" | "and"), Some("more" | "over" | "above")) if counts(i + 3) => {
-                Some((n, u32::MAX))
-            }
-            (_, Some("to"), Some(m)) => count_in(m)
-                .filter(|m| *m > n && counts(i + 3))
-                .map(|m| (n, m)),
-            (_, Some(m), _) if t[i + 1].chars().all(|c| c.is_ascii_digit()) => {
-                // `20–39` (the dash splits the tokens).
-                count_in(m)
-                    .filter(|m| *m > n && counts(i + 2))
-                    .map(|m| (n, m))
-            }
-            _ => None,
-        };
-        out.extend(range);
-    }
-    out
-}
-
-/// Endings that make a longer word of a shorter one (`parking` of `park`): a word that
-/// only adds one of them is another word, not the whole of a clipped one.
-const ENDINGS: &[&str] = &[
-    "s", "es", "ing", "ings", "ed", "er", "ers", "est", "ly", "ment", "ments", "ness", "able",
-    "ible", "ion", "ions", "ity", "ful", "less", "ous", "ive", "al", "ally", "ist", "ists", "ism",
-    "y", "ie", "ies",
-];
-
-/// `text` with each word cut short (`dorm`, `info`, `admin`) that `known` does not hold
-/// written whole, as the one word `known` holds that it begins (`dormitory`,
-/// `information`): people clip the words documents write out. A word is read so only when
-/// it has four letters or more, every such word of `known` is one word in its forms
-/// (`dormitory`, `dormitories`), and the rest is no mere ending (`parking` is not `park`).
-#[must_use]
-pub fn unclipped<'a>(
-    text: &'a str,
-    known: &std::collections::BTreeSet<String>,
-) -> std::borrow::Cow<'a, str> {
-    let whole = |w: &str| -> Option<String> {
-        let lower = w.to_lowercase();
-        let base = lower
-            .strip_suffix('s')
-            .filter(|b| b.len() >= 4)
-            .unwrap_or(&lower);
-        // A capitalised word is a name, written as its owner writes it.
-        if base.len() < 4
-            || w.starts_with(char::is_uppercase)
-            || !base.chars().all(|c| c.is_ascii_alphabetic())
-            || known.contains(&lower)
-            || known.contains(base)
-            || is_function_word(&lower)
-        {
-            return None;
-        }
-        let begun: Vec<&String> = known
-            .range(base.to_owned()..)
-            .take_while(|k| k.starts_with(base))
-            .collect();
-        // A word the sources write with an ending (`works` for `work`) is known.
-        if begun.iter().any(|k| ENDINGS.contains(&&k[base.len()..])) {
-            return None;
-        }
-        let longer: Vec<&String> = begun
-            .into_iter()
-            .filter(|k| k.len() >= base.len() + 3)
-            .collect();
-        let first = longer.iter().min_by_key(|k| k.len())?;
-        longer
-            .iter()
-            .all(|k| stem(k) == stem(first))
-            .then(|| (*first).clone())
-    };
-    if !words(text).iter().any(|w| whole(w).is_some()) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut word = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_alphanumeric() {
-            word.push(c);
-            continue;
-        }
-        match whole(&word) {
-            Some(full) => out.push_str(&full),
-            None => out.push_str(&word),
-        }
-        word.clear();
-        out.push(c);
-    }
-    out.pop();
-    std::borrow::Cow::Owned(out)
-}
-
-/// Whether `line` opens with a word that stands for something a line before it names: a
-/// pronoun or a determiner alone (`It costs £3.50.`, `They must …`, `These are …`,
-/// `Those aged 3 to 15 …`).
-#[must_use]
-pub fn refers_back(line: &str) -> bool {
-    const BACK: &[&str] = &[
-        "it", "its", "they", "their", "them", "these", "this", "those", "he", "she", "his", "her",
-        "such", "both", "either", "neither",
-    ];
-    line.split_whitespace()
-        .next()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
-        })
-        .is_some_and(|w| BACK.contains(&w.as_str()))
 }

@@ -1657,16 +1657,18 @@ impl Question {
         };
         // A record's field (led by its first) answers for one value before a run of its
         // fields, which states the neighbours too (`Weekday: £66; Weekend: £79` for "on a
-        // Wednesday"); of spans that answer as much, the one of fewest fields.
+        // Wednesday"); of spans that answer as much, the one of fewest fields. A yes or no,
+        // a reason or a thing is answered by the record as it stands (`status: terminated`
+        // with the arm it is of).
         let record = record_fields(line).is_some();
         let fields = |span: &str| {
-            if record {
+            if record && short {
                 span.matches("; ").count()
             } else {
                 0
             }
         };
-        let run = |span: &str| short && fields(span) > 1;
+        let run = |span: &str| fields(span) > 1;
         found.sort_by(|a, b| {
             run(&a.2)
                 .cmp(&run(&b.2))
@@ -1845,7 +1847,7 @@ fn record_fields(line: &str) -> Option<Vec<&str>> {
         f.split_once(": ")
             .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
     };
-    (fields.len() >= 2 && fields.iter().all(|f| keyed(f))).then_some(fields)
+    (fields.len() >= 2 && fields.iter().all(keyed)).then_some(fields)
 }
 
 /// Whether `text` states the name `name` (lower case): a word writing it
@@ -3327,22 +3329,172 @@ The club was founded in 1990.",
         assert!(!states_any("The park closes at dusk.", "park"));
     }
 }
+/// How documents written as people write them are read: tables as records, ages, group
+/// sizes and days against their ranges, clipped words, pronouns and typed contractions.
 #[cfg(test)]
-mod scratch {
+mod natural_documents {
     use super::*;
+    use crate::lexicon::{age_ranges, days_stated, party_ranges, stated_age, stated_party};
+    use crate::SourceDocument;
+
+    fn prices() -> SourceStore {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "prices",
+                "v1",
+                true,
+                "Prices (fictional)\nRoom type: Private twin room; Sleeps: 2; Weekday (Sun–Thu): £58; Weekend (Fri–Sat): £69; Member price: £52\nRoom type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84; Weekend (Fri–Sat): £98; Member price: £76\nRoom type: Large family room; Sleeps: up to 6; Weekday (Sun–Thu): £108; Weekend (Fri–Sat): £134; Member price: £101\nMembership: Young Explorer; Who it covers: one person aged 16–25; Price per year: £11\nMembership: Individual; Who it covers: one adult aged 26 or over; Price per year: £18\nGroup size: 12–19; Discount on weekday prices: 6%\nGroup size: 20–39; Discount on weekday prices: 10%\nDogs are welcome at six hostels.\nThey must sleep in a private room (never in a dormitory).",
+            ))
+            .unwrap();
+        store
+    }
+
+    fn line(store: &SourceStore, start: &str) -> String {
+        store
+            .documents()
+            .flat_map(|d| d.lines().iter())
+            .find(|l| l.starts_with(start))
+            .unwrap()
+            .clone()
+    }
+
     #[test]
-    fn scratch_spans() {
-        let q = "We're a group of 25 students arriving on a Tuesday for three nights. Do we get any discount on the price?";
-        eprintln!(
-            "-> {:?} {:?}",
-            crate::lexicon::stated_party(q),
-            crate::lexicon::party_ranges("Group size: 12–19; Discount on weekday prices: 6%")
+    fn a_records_field_answers_with_whose_it_is() {
+        let store = prices();
+        let twin = line(&store, "Room type: Private twin");
+        let member = Question::new(
+            "im a member, whats the price for a private twin room per night?",
+            &store,
         );
-        eprintln!(
-            "-> {:?}",
-            crate::lexicon::party_ranges(
-                "Room type: Family room; Sleeps: up to 4; Weekday (Sun–Thu): £84"
-            )
+        assert_eq!(
+            member.spans(&twin)[0],
+            "Room type: Private twin room; Member price: £52"
         );
+        // The day asked for picks the column whose days hold it.
+        let wednesday = Question::new(
+            "What does a private twin room cost on a Wednesday night?",
+            &store,
+        );
+        assert_eq!(
+            wednesday.spans(&twin)[0],
+            "Room type: Private twin room; Weekday (Sun–Thu): £58"
+        );
+        let weekend = Question::new(
+            "What does a private twin room cost a night over the weekend?",
+            &store,
+        );
+        assert_eq!(
+            weekend.spans(&twin)[0],
+            "Room type: Private twin room; Weekend (Fri–Sat): £69"
+        );
+    }
+
+    #[test]
+    fn the_askers_age_group_and_day_rule_out_rows_for_others() {
+        let store = prices();
+        let young = line(&store, "Membership: Young");
+        let adult = line(&store, "Membership: Individual");
+        let q = Question::new("I'm 22. Which membership would I get?", &store);
+        assert!(q.fits(&young) && !q.fits(&adult));
+        assert_eq!(q.fitted(&young), 1);
+        let small = line(&store, "Group size: 12");
+        let large = line(&store, "Group size: 20");
+        let q = Question::new(
+            "We're a group of 25 students. Do we get a discount?",
+            &store,
+        );
+        assert!(!q.fits(&small) && q.fits(&large));
+        let four = line(&store, "Room type: Family room");
+        let six = line(&store, "Room type: Large family room");
+        let q = Question::new("We're a family of six. What does one room cost?", &store);
+        assert!(!q.fits(&four) && q.fits(&six));
+        // The judge holds a citation to the same rule.
+        let cited = [("prices", "v1", adult.as_str())];
+        assert!(
+            !Question::new("I'm 22. Which membership would I get?", &store)
+                .judge("Membership: Individual", &cited, &store, "/citations")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn ages_group_sizes_and_days_are_read_as_ranges() {
+        assert_eq!(stated_age("I'm 22. Which membership?"), Some(22));
+        assert_eq!(
+            stated_age("How much is breakfast for my 8-year-old?"),
+            Some(8)
+        );
+        assert_eq!(stated_age("I'm 5 minutes late."), None);
+        assert_eq!(
+            age_ranges(
+                "Those aged 3 to 15 pay 75%, and they pay in full from their 16th birthday."
+            ),
+            [(3, 15), (16, 120)]
+        );
+        assert_eq!(
+            age_ranges("Members aged 65 and over pay nothing."),
+            [(65, 120)]
+        );
+        assert_eq!(
+            age_ranges("Riders under 16 are never issued a penalty fare."),
+            [(0, 15)]
+        );
+        assert!(age_ranges("Notice given: 2 to 6 days; Refund: 50%").is_empty());
+        assert_eq!(
+            stated_party("We're a group of 25 students arriving Tuesday"),
+            Some(25)
+        );
+        assert_eq!(stated_party("We're a family of six"), Some(6));
+        assert_eq!(party_ranges("Group size: 20–39; Discount: 10%"), [(20, 39)]);
+        assert_eq!(
+            party_ranges("Room type: Family room; Sleeps: up to 4; Price: £9"),
+            [(1, 4)]
+        );
+        assert!(party_ranges("A booking may be for up to 10 nights at one hostel.").is_empty());
+        let days = |t: &str| days_stated(t).map(|d| d.iter().filter(|x| **x).count());
+        assert_eq!(
+            days_stated("Weekday (Sun–Thu): £58"),
+            Some([true, true, true, true, false, false, true])
+        );
+        assert_eq!(days("It is open Tuesday to Friday."), Some(4));
+        assert_eq!(days("Reception opens on weekdays."), Some(5));
+        assert_eq!(days("Sit in the sun."), None);
+        assert!(times("id: FH-03; season: Apr-Oct").contains(&"april".to_owned()));
+    }
+
+    #[test]
+    fn clipped_words_pronouns_and_bare_contractions_are_read_whole() {
+        let store = prices();
+        // `dorm` is the sources' `dormitory`, and the line after `Dogs …` is about dogs.
+        let q = Question::new("Can my dog sleep in the dorm with me?", &store);
+        let they = line(&store, "They must sleep");
+        assert!(
+            q.names_stated(&they, "prices"),
+            "{:?}",
+            q.section("prices", &they)
+        );
+        assert!(q.misses(&they).is_none(), "{:?}", q.misses(&they));
+        let known: BTreeSet<String> = [
+            "dormitory",
+            "dormitories",
+            "park",
+            "parking",
+            "works",
+            "workshop",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(unclipped("a dorm bed", &known), "a dormitory bed");
+        assert_eq!(
+            unclipped("the work at the Park", &known),
+            "the work at the Park"
+        );
+        assert_eq!(
+            with_apostrophes("Whats the price, im a member"),
+            "What's the price, I'm a member"
+        );
+        assert_eq!(with_apostrophes("the ill will"), "the ill will");
     }
 }
