@@ -1642,6 +1642,19 @@ impl Question {
                 .max()
                 .unwrap_or(0);
             found.retain(|f| f.3 <= fewest || f.0 > best_of_fewest);
+            // Of spans answering as much, those stating the fewest values: a record's
+            // `enrolled: 38` over its `… 4 of 38 participants`, each led by the arm.
+            let least = |covered: usize| {
+                found
+                    .iter()
+                    .filter(|f| f.0 == covered && f.3 > 0)
+                    .map(|f| f.3)
+                    .min()
+                    .unwrap_or(0)
+            };
+            let least: Vec<usize> = found.iter().map(|f| least(f.0)).collect();
+            let mut kept = least.iter();
+            found.retain(|f| kept.next().is_none_or(|l| f.3 <= *l || f.3 == 0));
         }
         let short = self.kind.needs_token();
         // Otherwise the longest that still reads as one answer: a whole record is not.
@@ -1669,6 +1682,13 @@ impl Question {
             }
         };
         let run = |span: &str| fields(span) > 1;
+        // A record's fields that answer less than its best are its neighbours' values: the
+        // model is offered the field asked for, and runs that hold it.
+        if let Some(top) = found.iter().filter(|f| !run(&f.2)).map(|f| f.0).max() {
+            if record && short {
+                found.retain(|f| run(&f.2) || f.0 == top);
+            }
+        }
         found.sort_by(|a, b| {
             run(&a.2)
                 .cmp(&run(&b.2))
