@@ -1682,11 +1682,16 @@ impl Question {
             }
         };
         let run = |span: &str| fields(span) > 1;
-        // A record's fields that answer less than its best are its neighbours' values: the
-        // model is offered the field asked for, and runs that hold it.
-        if let Some(top) = found.iter().filter(|f| !run(&f.2)).map(|f| f.0).max() {
-            if record && short {
-                found.retain(|f| run(&f.2) || f.0 == top);
+        // A record's span says whose it is: it opens with the record's first field. For an
+        // amount, a time or a name, the model is offered only the fields that answer best
+        // (a run of fields states the neighbours' values, which a small model copies);
+        // a run only when no field alone answers.
+        if let Some(first) = record_fields(line).map(|f| f[0]) {
+            found.retain(|f| f.2.starts_with(first));
+            if let Some(top) = found.iter().filter(|f| !run(&f.2)).map(|f| f.0).max() {
+                if short {
+                    found.retain(|f| !run(&f.2) && f.0 == top);
+                }
             }
         }
         found.sort_by(|a, b| {
