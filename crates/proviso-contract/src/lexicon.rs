@@ -1487,6 +1487,96 @@ pub fn is_weekday(word: &str) -> bool {
     weekday(word, false).is_some()
 }
 
+/// A length of time's unit, as days (`week` is 7), or `None` for another word.
+fn days_per(unit: &str) -> Option<u32> {
+    match unit.trim_end_matches('s') {
+        "day" | "night" => Some(1),
+        "week" => Some(7),
+        "month" => Some(30),
+        "year" => Some(365),
+        _ => None,
+    }
+}
+
+/// The lengths of time `text` states as a number and a unit (`10 days`, `two years`, `a
+/// week`), in days.
+#[must_use]
+pub fn stated_lengths(text: &str) -> Vec<u32> {
+    let t = age_tokens(text);
+    let mut out = Vec::new();
+    for (i, token) in t.iter().enumerate() {
+        let n = if token == "a" || token == "an" {
+            Some(1)
+        } else {
+            count_in(token)
+        };
+        let (Some(n), Some(unit)) = (n, t.get(i + 1)) else {
+            continue;
+        };
+        // `a 16 year old` is an age, not a length.
+        if matches!(t.get(i + 2).map(String::as_str), Some("old" | "olds")) {
+            continue;
+        }
+        if let Some(per) = days_per(unit) {
+            out.push(n * per);
+        }
+    }
+    out
+}
+
+/// The ranges of a length of time `text` states (`4 to 13 days`, `2–5 years`, `7 days or
+/// more`, `less than 2 years`, `up to 14 nights`), in days, each as (lowest, highest).
+#[must_use]
+pub fn length_ranges(text: &str) -> Vec<(u32, u32)> {
+    text.split([';', ','])
+        .flat_map(|piece| {
+            let t = age_tokens(piece);
+            let at = |i: usize| t.get(i).map(String::as_str);
+            let mut out = Vec::new();
+            for (i, token) in t.iter().enumerate() {
+                let Some(n) = count_in(token) else { continue };
+                let before = (i.checked_sub(2).and_then(at), i.checked_sub(1).and_then(at));
+                // `4 to 13 days`, `2–5 years`: the unit after the second number.
+                let second = match (at(i + 1), at(i + 2)) {
+                    (Some("to"), Some(m)) => count_in(m).map(|m| (m, i + 3)),
+                    (Some(m), _) if m.chars().all(|c| c.is_ascii_digit()) => {
+                        count_in(m).map(|m| (m, i + 2))
+                    }
+                    _ => None,
+                };
+                if let Some((m, u)) = second {
+                    if let Some(per) = at(u).and_then(days_per) {
+                        if m > n {
+                            out.push((n * per, m * per + per - 1));
+                        }
+                        continue;
+                    }
+                }
+                let Some(per) = at(i + 1).and_then(days_per) else {
+                    continue;
+                };
+                let after = (at(i + 2), at(i + 3));
+                let range = match (before, after) {
+                    ((Some("less" | "fewer"), Some("than")), _) | ((_, Some("under")), _) => {
+                        Some((0, n * per - 1))
+                    }
+                    ((Some("up"), Some("to")), _) => Some((0, n * per + per - 1)),
+                    ((Some("more"), Some("than")), _) | ((_, Some("over")), _) => {
+                        Some((n * per + per, u32::MAX))
+                    }
+                    ((Some("at"), Some("least")), _) => Some((n * per, u32::MAX)),
+                    (_, (Some("or" | "and"), Some("more" | "over" | "longer"))) => {
+                        Some((n * per, u32::MAX))
+                    }
+                    _ => None,
+                };
+                out.extend(range);
+            }
+            out
+        })
+        .collect()
+}
+
 /// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).
 const PARTY_WORDS: &[&str] = &[
     "group",

@@ -17,9 +17,9 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, money_amounts, party_ranges, place_nouns, reading,
-    stated_age, stated_party, states_extent, states_location, states_money, states_size, stem,
-    times, unclipped, with_apostrophes, without_locators, words,
+    is_label, is_light_word, is_weekday, length_ranges, money_amounts, party_ranges, place_nouns,
+    reading, stated_age, stated_lengths, stated_party, states_extent, states_location,
+    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -504,6 +504,10 @@ pub struct Question {
     /// How many people the question is about (`a group of 25`): a line that states ranges
     /// of a count of people leaving it out is about other groups.
     party: Option<u32>,
+    /// The lengths of time the question states (`due to arrive in 10 days`, `here two
+    /// years`), in days: a line that states ranges of a length leaving them out is about
+    /// other cases.
+    lengths: Vec<u32>,
     /// The days of the week the question names (`on a Saturday night`): a line that states
     /// other days is about them.
     days: Option<[bool; 7]>,
@@ -1033,6 +1037,7 @@ impl Question {
             unheard,
             age: stated_age(question),
             party: stated_party(question),
+            lengths: stated_lengths(question),
             // Only days named whole: "over the weekend" is matched as a word.
             days: days_stated(question).filter(|_| words(question).iter().any(|w| is_weekday(w))),
             absent,
@@ -1436,7 +1441,15 @@ impl Question {
         let beyond = &self.beyond;
         // A question whose qualifiers the text states (`Arm A`) already has what it asks
         // about pinned down.
-        let pinned = !self.qualifiers.is_empty();
+        // So has one whose range holds the asker's own age, group size or length of time
+        // (`Notice given: 4 to 13 days` for "we were due to arrive in 10 days"); a day of
+        // the week does not: "open on Sundays" and "parking on Sundays" ask different things.
+        let held = [
+            self.age_fits(text),
+            self.party_fits(text),
+            self.length_fits(text),
+        ];
+        let pinned = !self.qualifiers.is_empty() || held.contains(&Some(true));
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
@@ -1483,12 +1496,31 @@ impl Question {
         (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&party)))
     }
 
-    /// The question's own age, party and days against `line`'s ([`Question::age_fits`],
-    /// [`Question::party_fits`], [`Question::day_fits`]).
-    fn fitting(&self, line: &str) -> [Option<bool>; 3] {
+    /// Whether `line` is about the lengths of time the question states: `false` when it
+    /// states ranges of a length (`Notice given: 4 to 13 days`) and none holds one of them
+    /// (`in 10 days` is held; `2 days` is not); `true` when one does; `None` when either
+    /// states none.
+    #[must_use]
+    pub fn length_fits(&self, line: &str) -> Option<bool> {
+        if self.lengths.is_empty() {
+            return None;
+        }
+        let ranges = length_ranges(line);
+        (!ranges.is_empty()).then(|| {
+            ranges
+                .iter()
+                .any(|(lo, hi)| self.lengths.iter().any(|n| (*lo..=*hi).contains(n)))
+        })
+    }
+
+    /// The question's own age, party, lengths of time and days against `line`'s
+    /// ([`Question::age_fits`], [`Question::party_fits`], [`Question::length_fits`],
+    /// [`Question::day_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 4] {
         [
             self.age_fits(line),
             self.party_fits(line),
+            self.length_fits(line),
             self.day_fits(line),
         ]
     }
@@ -3359,7 +3391,10 @@ The club was founded in 1990.",
 #[cfg(test)]
 mod natural_documents {
     use super::*;
-    use crate::lexicon::{age_ranges, days_stated, party_ranges, stated_age, stated_party};
+    use crate::lexicon::{
+        age_ranges, days_stated, length_ranges, party_ranges, stated_age, stated_lengths,
+        stated_party,
+    };
     use crate::SourceDocument;
 
     fn prices() -> SourceStore {
@@ -3486,6 +3521,30 @@ mod natural_documents {
         assert_eq!(days("Reception opens on weekdays."), Some(5));
         assert_eq!(days("Sit in the sun."), None);
         assert!(times("id: FH-03; season: Apr-Oct").contains(&"april".to_owned()));
+        assert_eq!(stated_lengths("We were due to arrive in 10 days."), [10]);
+        assert_eq!(stated_lengths("I cancelled more than a week before"), [7]);
+        assert!(stated_lengths("my 16 year old").is_empty());
+        assert_eq!(
+            length_ranges("Notice given: 4 to 13 days; Refund: 50%"),
+            [(4, 13)]
+        );
+        assert_eq!(
+            length_ranges("Notice given: 7 days or more; Refund: 100%"),
+            [(7, u32::MAX)]
+        );
+        let store = prices();
+        let q = Question::new(
+            "We arrive in 10 days. How much do we get back if we cancel?",
+            &store,
+        );
+        assert_eq!(
+            q.length_fits("Notice given: 4 to 13 days; Refund: 50%"),
+            Some(true)
+        );
+        assert_eq!(
+            q.length_fits("Notice given: 1 to 3 days; Refund: 25%"),
+            Some(false)
+        );
     }
 
     #[test]
