@@ -511,6 +511,9 @@ pub struct Question {
     /// The days of the week the question names (`on a Saturday night`): a line that states
     /// other days is about them.
     days: Option<[bool; 7]>,
+    /// The words the question names its days with (`weekend`, `weekday`), which a line
+    /// writing them holds as it means them.
+    day_words: Vec<&'static str>,
     /// What an amount asked for measures, when the question says: a sum of money, or a
     /// length of time or space.
     measure: Option<Measure>,
@@ -593,7 +596,8 @@ impl Question {
         let as_asked = question;
         // A path or a URL in the question says where to look: its pieces are neither what is
         // asked nor names a line must state.
-        // A word cut short (`dorm`) that the sources write whole (`dormitory`) is read whole.
+        // Every word the sources write, lower case: a word cut short (`dorm`) that they
+        // write whole (`dormitory`) is read whole, and a misspelling is read as theirs.
         let known: BTreeSet<String> = store
             .documents()
             .flat_map(|d| d.lines().iter())
@@ -919,8 +923,8 @@ impl Question {
         // be answered in other words, so it is not held against the sources.
         let redone = reading(question);
         // A misspelling (`peopel`) is not a rare word: one edit from a common word or a
-        // word of the sources, it is read as that word.
-        let mut vocabulary: Option<BTreeSet<&str>> = None;
+        // word of the sources (`known`, which also reads clipped words), it is read as
+        // that word.
         let mut unheard: Vec<String> = beyond
             .iter()
             .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
@@ -933,11 +937,7 @@ impl Question {
                     .then(|| written.first().map(|w| w.to_lowercase()))
                     .flatten()
             })
-            .filter(|w| {
-                let known = vocabulary
-                    .get_or_insert_with(|| all_lines.iter().flat_map(|l| words(l)).collect());
-                !is_misspelling(w, known)
-            })
+            .filter(|w| !is_misspelling(w, &known))
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
         // What a `what is the …` question asks for, in a word no line of any source states,
@@ -1040,6 +1040,7 @@ impl Question {
             lengths: stated_lengths(question),
             // Only days named whole: "over the weekend" is matched as a word.
             days: days_stated(question).filter(|_| words(question).iter().any(|w| is_weekday(w))),
+            day_words: day_words(question),
             absent,
             titles,
             sections,
@@ -1471,9 +1472,7 @@ impl Question {
     /// when the question states no age or the line no range.
     #[must_use]
     pub fn age_fits(&self, line: &str) -> Option<bool> {
-        let age = self.age?;
-        let ranges = age_ranges(line);
-        (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&age)))
+        holds(&ranges_of(self.age), &age_ranges(line))
     }
 
     /// Whether `line` is about the days of the week the question names: `false` when it
@@ -1491,9 +1490,7 @@ impl Question {
     /// group of 25`); `true` when one does; `None` when either states none.
     #[must_use]
     pub fn party_fits(&self, line: &str) -> Option<bool> {
-        let party = self.party?;
-        let ranges = party_ranges(line);
-        (!ranges.is_empty()).then(|| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&party)))
+        holds(&ranges_of(self.party), &party_ranges(line))
     }
 
     /// Whether `line` is about the lengths of time the question states: `false` when it
@@ -1502,15 +1499,7 @@ impl Question {
     /// states none.
     #[must_use]
     pub fn length_fits(&self, line: &str) -> Option<bool> {
-        if self.lengths.is_empty() {
-            return None;
-        }
-        let ranges = length_ranges(line);
-        (!ranges.is_empty()).then(|| {
-            ranges
-                .iter()
-                .any(|(lo, hi)| self.lengths.iter().any(|n| (*lo..=*hi).contains(n)))
-        })
+        holds(&self.lengths, &length_ranges(line))
     }
 
     /// The question's own age, party, lengths of time and days against `line`'s
@@ -1538,14 +1527,8 @@ impl Question {
     pub fn fitted(&self, line: &str) -> usize {
         // "Over the weekend": a line that writes the word the question names its days
         // with (`Weekend (Fri–Sat)`) holds them as it means them.
-        let lower = line.to_lowercase();
-        let written = words(&lower);
-        let day_word = ["weekend", "weekday"].iter().any(|d| {
-            words(&self.text.to_lowercase())
-                .iter()
-                .any(|w| w.trim_end_matches('s') == *d)
-                && written.iter().any(|w| w.trim_end_matches('s') == *d)
-        });
+        let day_word = !self.day_words.is_empty()
+            && day_words(line).iter().any(|d| self.day_words.contains(d));
         self.fitting(line)
             .iter()
             .filter(|f| **f == Some(true))
@@ -1644,7 +1627,8 @@ impl Question {
         // A record's field, led by the record's first field (`Room type: Private twin room;
         // Member price: £52`): the one value asked for, with whose it is, as a long record
         // is cited field by field.
-        if let Some(fields) = record_fields(line) {
+        let record = record_fields(line);
+        if let Some(fields) = &record {
             for field in &fields[1..] {
                 judge(&format!("{}; {field}", fields[0]));
             }
@@ -1705,9 +1689,8 @@ impl Question {
         // Wednesday"); of spans that answer as much, the one of fewest fields. A yes or no,
         // a reason or a thing is answered by the record as it stands (`status: terminated`
         // with the arm it is of).
-        let record = record_fields(line).is_some();
         let fields = |span: &str| {
-            if record && short {
+            if record.is_some() && short {
                 span.matches("; ").count()
             } else {
                 0
@@ -1718,7 +1701,7 @@ impl Question {
         // amount, a time or a name, the model is offered only the fields that answer best
         // (a run of fields states the neighbours' values, which a small model copies);
         // a run only when no field alone answers.
-        if let Some(first) = record_fields(line).map(|f| f[0]) {
+        if let Some(first) = record.as_ref().map(|f| f[0]) {
             found.retain(|f| f.2.starts_with(first));
             if let Some(top) = found.iter().filter(|f| !run(&f.2)).map(|f| f.0).max() {
                 if short {
@@ -1820,7 +1803,7 @@ impl Question {
 /// Whether `word` (lower case) is one edit (a letter added, dropped, changed, or two
 /// swapped) from a common English word or from one of `known`, and long enough (five
 /// letters) for that to be a slip rather than another word.
-fn is_misspelling(word: &str, known: &BTreeSet<&str>) -> bool {
+fn is_misspelling(word: &str, known: &BTreeSet<String>) -> bool {
     let near = |w: &str| w.len().abs_diff(word.len()) <= 1 && strsim::osa_distance(w, word) == 1;
     word.chars().count() >= 5 && (known.iter().any(|w| near(w)) || common_words().any(near))
 }
@@ -1905,6 +1888,31 @@ fn record_fields(line: &str) -> Option<Vec<&str>> {
             .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
     };
     (fields.len() >= 2 && fields.iter().all(keyed)).then_some(fields)
+}
+
+/// Whether one of `values` lies in one of `ranges` (each inclusive); `None` when either is
+/// empty: the question or the line says nothing of it.
+fn holds(values: &[u32], ranges: &[(u32, u32)]) -> Option<bool> {
+    (!values.is_empty() && !ranges.is_empty()).then(|| {
+        ranges
+            .iter()
+            .any(|(lo, hi)| values.iter().any(|v| (*lo..=*hi).contains(v)))
+    })
+}
+
+/// The words `text` names days with: `weekend`, `weekday` (or their plurals).
+fn day_words(text: &str) -> Vec<&'static str> {
+    let lower = text.to_lowercase();
+    let written = words(&lower);
+    ["weekend", "weekday"]
+        .into_iter()
+        .filter(|d| written.iter().any(|w| w.trim_end_matches('s') == *d))
+        .collect()
+}
+
+/// An optional value as the values [`holds`] reads.
+fn ranges_of(value: Option<u32>) -> Vec<u32> {
+    value.into_iter().collect()
 }
 
 /// Whether `text` states the name `name` (lower case): a word writing it
