@@ -73,6 +73,35 @@ impl SourceDocument {
             .find(|l| !l.trim().is_empty())
     }
 
+    /// What the whole document is about: its title ([`SourceDocument::title`]) and, when
+    /// the lines that head it (before its first sentence of prose) include a memo's or
+    /// notice's `Subject:` or `Re:` line, that line's text too. A notice titled by its
+    /// series number (`SERVICE NOTICE FN-2025-09`) names the branch it is about only there,
+    /// and every sentence under it is about that branch.
+    #[must_use]
+    pub fn about(&self) -> Option<String> {
+        let title = self.title()?;
+        let subject = self
+            .lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .skip(1)
+            .take_while(|l| !is_prose(l))
+            .find_map(|l| {
+                let (key, value) = l.split_once(':')?;
+                let key = key.trim().to_lowercase();
+                SUBJECT_KEYS
+                    .contains(&key.as_str())
+                    .then(|| value.trim())
+                    .filter(|v| !v.is_empty())
+            });
+        Some(match subject {
+            Some(subject) => format!("{title} {subject}"),
+            None => title.to_owned(),
+        })
+    }
+
     /// The source's id.
     #[must_use]
     pub fn source_id(&self) -> &str {
@@ -154,6 +183,15 @@ impl SourceDocument {
         }
         Some(self.lines[start - 1..end].join("\n"))
     }
+}
+
+/// The keys of a header line that says what a memo, notice or letter is about.
+const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"];
+
+/// Whether a line is a sentence of prose rather than a header: it ends a sentence and runs
+/// to more than a dozen words.
+fn is_prose(line: &str) -> bool {
+    line.ends_with(['.', '!', '?']) && line.split_whitespace().count() > 12
 }
 
 /// Versioned source documents, keyed by source id and version.

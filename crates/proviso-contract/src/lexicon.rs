@@ -1321,7 +1321,10 @@ pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < t.len() {
-        let cue = matches!(at(i), Some("aged" | "ages" | "age"));
+        // `aged 3–12`, and the people an age range is written after (`children 3–12`,
+        // `juniors under 16`).
+        let cue = matches!(at(i), Some("aged" | "ages" | "age"))
+            || AGED_PEOPLE.contains(&at(i).unwrap_or_default());
         let bound = matches!(at(i), Some("under" | "over" | "below" | "above"));
         if cue || bound {
             let word = at(i).unwrap_or_default();
@@ -1391,6 +1394,28 @@ pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
     out.dedup();
     out
 }
+
+/// Words for people of an age, after which a range of numbers is a range of ages
+/// (`children 3–12`, `juniors under 18`).
+const AGED_PEOPLE: &[&str] = &[
+    "children",
+    "child",
+    "kids",
+    "kid",
+    "juniors",
+    "junior",
+    "infants",
+    "infant",
+    "babies",
+    "toddlers",
+    "teens",
+    "teenagers",
+    "youths",
+    "youth",
+    "adults",
+    "adult",
+    "seniors",
+];
 
 /// Verbs that follow a bound of age in a rule (`under 16 are`, `over 65 travel`): the
 /// bound is then an age, not a count of something.

@@ -646,8 +646,8 @@ impl Question {
                 entry.2.push('\n');
                 all_lines.push(lower);
             }
-            if let Some(title) = d.title() {
-                entry.1.extend(content_stems(title));
+            if let Some(title) = d.about() {
+                entry.1.extend(content_stems(&title));
                 titles.insert(d.source_id().to_owned(), title.to_lowercase());
             }
             if !d.in_force() {
@@ -3428,6 +3428,38 @@ mod natural_documents {
     }
 
     #[test]
+    fn a_notices_subject_line_names_what_its_sentences_are_about() {
+        let notice = SourceDocument::new(
+            "notice",
+            "v1",
+            true,
+            "SERVICE NOTICE SN-12\nIssued: 4 May\nSubject: Closure of Eastgate Pool, Marbury\n\nThe pool will close from 1 June and reopen on 2 September, once the new filters have been fitted and tested by the contractor.\nThe closure is needed so that the filters can be replaced.",
+        );
+        assert_eq!(
+            notice.about().as_deref(),
+            Some("SERVICE NOTICE SN-12 Closure of Eastgate Pool, Marbury")
+        );
+        // A `Subject:` line after the first sentence of prose is no header.
+        let late = SourceDocument::new(
+            "memo",
+            "v1",
+            true,
+            "Memo\nThe pool will close from 1 June and reopen on 2 September, once the new filters are in.\nSubject: filters",
+        );
+        assert_eq!(late.about().as_deref(), Some("Memo"));
+        let mut store = SourceStore::new();
+        store.insert(notice).unwrap();
+        let why = line(&store, "The closure is needed");
+        for question in [
+            "Why is Eastgate shutting this summer?",
+            "When does the Marbury pool open again?",
+        ] {
+            let q = Question::new(question, &store);
+            assert!(q.names_stated(&why, "notice"), "{question}");
+        }
+    }
+
+    #[test]
     fn a_records_field_answers_with_whose_it_is() {
         let store = prices();
         let twin = line(&store, "Room type: Private twin");
@@ -3509,6 +3541,12 @@ mod natural_documents {
             [(0, 15)]
         );
         assert!(age_ranges("Notice given: 2 to 6 days; Refund: 50%").is_empty());
+        // A range after the people it is of is of their ages; a count is not.
+        assert_eq!(
+            age_ranges("Extra: Breakfast (children 3–12); Price: £4"),
+            [(3, 12)]
+        );
+        assert!(age_ranges("Children: 2; Adults: 4; Price: £60").is_empty());
         assert_eq!(
             stated_party("We're a group of 25 students arriving Tuesday"),
             Some(25)

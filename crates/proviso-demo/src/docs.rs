@@ -238,7 +238,7 @@ impl DocsBase {
                 .unwrap_or_default();
             // A document's sentences are found by its title too
             // ([`SourceDocument::title`]); a record stands alone.
-            let title = document.and_then(SourceDocument::title);
+            let title = document.and_then(SourceDocument::about);
             for (i, line) in source_lines.iter().enumerate() {
                 // A heading is found by its own words, not the section before it.
                 let section = sections
@@ -253,7 +253,7 @@ impl DocsBase {
                 if let Some(section) = section {
                     text = format!("{section} {text}");
                 }
-                if let Some(title) = title.filter(|_| i > 0) {
+                if let Some(title) = title.as_deref().filter(|_| i > 0) {
                     text = format!("{title} {text}");
                 }
                 texts.push(text);

@@ -706,10 +706,15 @@ pub fn rank_citations(
         // the subject more often.
         // A line whose range of age or days holds what the question states (`aged 16–25`
         // for "I'm 22", `Fri–Sat` for "Saturday") answers for that person and day.
+        // A line that refers back (`Those who already hold it …`) states what the line it
+        // refers to names (`Lifetime membership …`).
+        let before = antecedent(store, source, version, quote)
+            .map(content_stems)
+            .unwrap_or_default();
         let asked = question
             .beyond()
             .iter()
-            .filter(|t| stems.contains(*t))
+            .filter(|t| stems.contains(*t) || before.contains(*t))
             .count()
             + question.fitted(quote);
         // A line naming only other ids (another route's record) gives way to any that
@@ -762,6 +767,23 @@ pub fn rank_citations(
         .take(keep)
         .map(|(_, _, _, c)| c)
         .collect()
+}
+
+/// The line `quote` (of `source` at `version`) refers back to, when it opens with a word
+/// standing for what that line names ([`proviso_contract::SourceDocument::antecedents`]).
+fn antecedent<'a>(
+    store: &'a SourceStore,
+    source: &str,
+    version: &str,
+    quote: &str,
+) -> Option<&'a str> {
+    store
+        .versions(source)
+        .iter()
+        .filter(|d| d.version() == version)
+        .flat_map(|d| d.antecedents())
+        .find(|(line, _)| *line == quote)
+        .and_then(|(_, before)| before)
 }
 
 /// The key a record's line opens with (`route: Bus X9` in `route: Bus X9; runs: …`): its
@@ -849,7 +871,9 @@ fn assess<'a>(
     // answer, which need not repeat them; they count when stated, never against.
     let typed = |t: &&String| question.answer_type().contains(*t);
     let needed = distinct.iter().filter(|t| !typed(t)).count().clamp(1, 2);
-    if shared.iter().filter(|t| !typed(t)).count() < needed {
+    // A range holding the asker's own age, group size or day (`children 3–12` for "my
+    // 8-year-old") states the words the question gives them in.
+    if shared.iter().filter(|t| !typed(t)).count() + question.fitted(quote) < needed {
         return Err(format!(
             "it shares too few of the question's words ({})",
             shared.len()
