@@ -495,8 +495,16 @@ pub fn with_apostrophes(text: &str) -> std::borrow::Cow<'_, str> {
 /// pieces (`tmp`, `agent`, `txt`) are not words of what is asked or said.
 #[must_use]
 pub fn without_locators(text: &str) -> String {
+    without_locators_but(text, |_| false)
+}
+
+/// `text` with its locators blanked out ([`without_locators`]), except those `keep`
+/// accepts (a dotted name the sources themselves write, `server.port`, is what is asked
+/// about, not where to look).
+#[must_use]
+pub fn without_locators_but(text: &str, keep: impl Fn(&str) -> bool) -> String {
     let mut out = text.to_owned();
-    for locator in locators(text) {
+    for locator in locators(text).into_iter().filter(|l| !keep(l)) {
         // `and/or`, `km/h`: one slash between two words is a pair of words, not a path.
         let pair = !locator.starts_with('/')
             && locator.matches('/').count() == 1

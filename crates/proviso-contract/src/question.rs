@@ -19,7 +19,8 @@ use crate::lexicon::{
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
     is_label, is_light_word, is_weekday, length_ranges, money_amounts, party_ranges, place_nouns,
     reading, stated_age, stated_lengths, stated_party, states_extent, states_location,
-    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators, words,
+    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
+    without_locators_but, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -533,6 +534,10 @@ pub struct Question {
     /// Qualifiers the question asks about that no source states, of a series they do
     /// state (`Arm F` beside arms A to C): no line answers for them.
     absent: Vec<Qualifier>,
+    /// Per key of the sources' records (`tier` of `Tier: Pro; Devices: 5`), the values of
+    /// it the question names, when the sources' records give it more than one: a record
+    /// keyed by another value (`Tier: Home`) is about another member of the series.
+    members: BTreeMap<String, BTreeSet<String>>,
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
@@ -608,7 +613,18 @@ impl Question {
                     .collect::<Vec<_>>()
             })
             .collect();
-        let question = &without_locators(&unclipped(&with_apostrophes(question), &known));
+        // Every line, lower case, in one text: a dotted name the sources write
+        // (`server.port`) is asked about, not a place to look.
+        let written: String = store
+            .documents()
+            .flat_map(|d| d.lines().iter())
+            .map(|l| l.to_lowercase())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let question =
+            &without_locators_but(&unclipped(&with_apostrophes(question), &known), |locator| {
+                !locator.contains('/') && written.contains(locator.to_lowercase().as_str())
+            });
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
@@ -654,6 +670,7 @@ impl Question {
                 superseded.push(d.version());
             }
         }
+        let members = members_named(&lower, &all_lines);
         let mut qualifiers: Vec<Qualifier> = Vec::new();
         let mut absent: Vec<Qualifier> = Vec::new();
         let asked = Qualifier::all_in(question);
@@ -974,6 +991,18 @@ impl Question {
             .flat_map(id_tokens)
             .filter(|t| unknown_ids.contains(t))
             .collect();
+        // So does a name written as a machine writes it (`network.proxy`, `max_jobs`): a
+        // setting or a file no source states is not one they describe.
+        // A file the question names by its source's name (`faq.md`) is stated.
+        let file = |t: &str| {
+            t.rsplit_once('.')
+                .is_some_and(|(name, _)| sources.keys().any(|id| id.eq_ignore_ascii_case(name)))
+        };
+        unstated.extend(
+            identifiers(as_asked)
+                .into_iter()
+                .filter(|t| !written.contains(t.as_str()) && !file(t)),
+        );
         unstated.dedup();
         for w in &capitals {
             // An id (`NCT06234567`) is the subject's, which `on_subject` checks per source.
@@ -1042,6 +1071,7 @@ impl Question {
             days: days_stated(question).filter(|_| words(question).iter().any(|w| is_weekday(w))),
             day_words: day_words(question),
             absent,
+            members,
             titles,
             sections,
             earlier,
@@ -1266,7 +1296,7 @@ impl Question {
     pub fn misses(&self, text: &str) -> Option<String> {
         if !self.fits(text) {
             return Some(
-                "it states ages, group sizes or days that leave out those the question states"
+                "it states ages, group sizes, days or a record that leave out those the question states"
                     .into(),
             );
         }
@@ -1502,15 +1532,41 @@ impl Question {
         holds(&self.lengths, &length_ranges(line))
     }
 
-    /// The question's own age, party, lengths of time and days against `line`'s
-    /// ([`Question::age_fits`], [`Question::party_fits`], [`Question::length_fits`],
-    /// [`Question::day_fits`]).
-    fn fitting(&self, line: &str) -> [Option<bool>; 4] {
+    /// Whether `line` is the record of what the question names: `false` when it is a
+    /// record keyed by a value (`Tier: Home; …`) other than the ones the question names of
+    /// that key (`a Business customer`); `true` when keyed by one of them; `None` when it is
+    /// no record or the question names no value of its key. A line of prose that names one
+    /// of them (`Business customers who outgrow 150 devices …`) is about it as much as
+    /// its record is.
+    #[must_use]
+    pub fn member_fits(&self, line: &str) -> Option<bool> {
+        if let Some((key, value)) = record_field(line) {
+            if let Some(named) = self.members.get(&key.to_lowercase()) {
+                return Some(named.contains(&value.to_lowercase()));
+            }
+        }
+        let lower = line.to_lowercase();
+        let said = words(&lower);
+        self.members
+            .values()
+            .flatten()
+            .any(|value| {
+                let value = words(value);
+                said.windows(value.len()).any(|w| w == value.as_slice())
+            })
+            .then_some(true)
+    }
+
+    /// The question's own age, party, lengths of time, days and the records it names
+    /// against `line`'s ([`Question::age_fits`], [`Question::party_fits`],
+    /// [`Question::length_fits`], [`Question::day_fits`], [`Question::member_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 5] {
         [
             self.age_fits(line),
             self.party_fits(line),
             self.length_fits(line),
             self.day_fits(line),
+            self.member_fits(line),
         ]
     }
 
@@ -1766,7 +1822,7 @@ impl Question {
             if !self.fits(quote) {
                 out.push(violation(
                     format!(
-                        "citation {i} states ages, group sizes or days that leave out those the question states"
+                        "citation {i} states ages, group sizes, days or a record that leave out those the question states"
                     ),
                     format!("{at}/{i}/quote"),
                 ));
@@ -1913,6 +1969,64 @@ fn day_words(text: &str) -> Vec<&'static str> {
 /// An optional value as the values [`holds`] reads.
 fn ranges_of(value: Option<u32>) -> Vec<u32> {
     value.into_iter().collect()
+}
+
+/// A record's first field (`Tier` and `Pro` in `Tier: Pro; Devices: 5`), when `line` is
+/// written `field: value; field: value` and its key is a short label.
+fn record_field(line: &str) -> Option<(&str, &str)> {
+    let (first, _) = line.split_once("; ")?;
+    let (key, value) = first.split_once(": ")?;
+    let (key, value) = (key.trim(), value.trim());
+    (!value.is_empty() && !key.is_empty() && key.split_whitespace().count() <= 3)
+        .then_some((key, value))
+}
+
+/// Per key of the records among `lines` (lower case) whose values are more than one, the
+/// values `question` (lower case) names whole, as words: a value named inside a longer
+/// one named (`family room` in `large family room`) is that one. A value must hold a
+/// letter (a bare number is the asker's count as often as a row's label) and not be a
+/// function word.
+fn members_named(question: &str, lines: &[String]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut series: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for line in lines {
+        if let Some((key, value)) = record_field(line) {
+            series.entry(key).or_default().insert(value);
+        }
+    }
+    let asked = words(question);
+    let mut out = BTreeMap::new();
+    for (key, values) in series.into_iter().filter(|(_, v)| v.len() >= 2) {
+        // Each value named, with where its words lie in the question.
+        let mut found: Vec<(&str, usize, usize)> = Vec::new();
+        for value in values {
+            let words_of = words(value);
+            if words_of.is_empty()
+                || !value.chars().any(char::is_alphabetic)
+                || (words_of.len() == 1 && is_function_word(&words_of[0]))
+            {
+                continue;
+            }
+            if let Some(at) = asked
+                .windows(words_of.len())
+                .position(|w| w == words_of.as_slice())
+            {
+                found.push((value, at, at + words_of.len()));
+            }
+        }
+        let named: BTreeSet<String> = found
+            .iter()
+            .filter(|(_, a, b)| {
+                !found
+                    .iter()
+                    .any(|(_, c, d)| c <= a && b <= d && d - c > b - a)
+            })
+            .map(|(v, _, _)| (*v).to_owned())
+            .collect();
+        if !named.is_empty() {
+            out.insert(key.to_owned(), named);
+        }
+    }
+    out
 }
 
 /// Whether `text` states the name `name` (lower case): a word writing it
@@ -2288,6 +2402,25 @@ fn id_tokens(text: &str) -> Vec<String> {
                 .to_lowercase()
         })
         .filter(|t| t.chars().any(|c| c.is_ascii_digit()) && t.chars().any(char::is_alphabetic))
+        .collect()
+}
+
+/// The names in `text` written as a machine writes them, lower case: joined by `_`
+/// (`agent_port`), or by `.` between parts of two characters or more, each with a letter
+/// (`network.proxy`, `larkspan.toml`; not `e.g.` or a version `3.2.1`).
+fn identifiers(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|t| {
+            t.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|t| {
+            let underscored = t.contains('_') && t.chars().any(char::is_alphabetic);
+            let dotted = t.contains('.')
+                && t.split('.')
+                    .all(|p| p.chars().count() >= 2 && p.chars().any(char::is_alphabetic));
+            underscored || dotted
+        })
         .collect()
 }
 
@@ -3457,6 +3590,68 @@ mod natural_documents {
             let q = Question::new(question, &store);
             assert!(q.names_stated(&why, "notice"), "{question}");
         }
+    }
+
+    #[test]
+    fn a_record_keyed_by_another_member_of_its_series_is_about_that_one() {
+        let store = prices();
+        let family = line(&store, "Room type: Family room");
+        let large = line(&store, "Room type: Large family room");
+        let twin = line(&store, "Room type: Private twin");
+        // `family room` lies inside `large family room`: the longer one is named.
+        let q = Question::new("What does the large family room cost on a Friday?", &store);
+        assert_eq!(q.member_fits(&large), Some(true));
+        assert_eq!(q.member_fits(&family), Some(false));
+        assert!(!q.fits(&twin));
+        let q = Question::new("How much is a family room for one night?", &store);
+        assert_eq!(q.member_fits(&family), Some(true));
+        assert_eq!(q.member_fits(&large), Some(false));
+        // Prose naming the member is about it; a question naming none leaves every row.
+        assert_eq!(
+            q.member_fits(
+                "Family rooms must be booked by phone and a family room is for one family."
+            ),
+            Some(true)
+        );
+        let q = Question::new("Which room sleeps the most people?", &store);
+        assert_eq!(q.member_fits(&large), None);
+        assert!(q.fits(&family));
+    }
+
+    #[test]
+    fn a_setting_named_as_a_machine_writes_it_is_asked_about() {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "config",
+                "v1",
+                true,
+                "Configuration reference\nKey: server.port; Default: 8471\nKey: server.max_jobs; Default: 4\nThe file is read from /etc/app/app.toml at start.",
+            ))
+            .unwrap();
+        // A setting no source writes is one they cannot answer about.
+        let q = Question::new(
+            "What's the default value of network.proxy in app.toml?",
+            &store,
+        );
+        assert!(!q.names_stated("Key: server.port; Default: 8471", "config"));
+        // One they write is what is asked about, not a place to look.
+        let q = Question::new("What is the default of server.port?", &store);
+        assert!(
+            q.terms().iter().any(|t| t.starts_with("port")),
+            "{:?}",
+            q.terms()
+        );
+        assert!(q.names_stated("Key: server.port; Default: 8471", "config"));
+        let q = Question::new(
+            "How many jobs does server.max_jobs allow by default?",
+            &store,
+        );
+        assert!(q.names_stated("Key: server.max_jobs; Default: 4", "config"));
+        assert_eq!(
+            identifiers("e.g. version 3.2.1 of app.toml, max_jobs"),
+            ["app.toml", "max_jobs"]
+        );
     }
 
     #[test]

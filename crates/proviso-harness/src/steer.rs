@@ -851,7 +851,8 @@ fn assess<'a>(
     }
     if !question.fits(quote) {
         return Err(
-            "it states ages, group sizes or days that leave out those the question states".into(),
+            "it states ages, group sizes, days or a record that leave out those the question states"
+                .into(),
         );
     }
     let section = content_stems(question.section(source, quote).unwrap_or(""));
