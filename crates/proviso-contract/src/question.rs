@@ -2002,7 +2002,7 @@ fn members_named(question: &str, lines: &[String]) -> BTreeMap<String, BTreeSet<
             let words_of = words(value);
             if words_of.is_empty()
                 || !value.chars().any(char::is_alphabetic)
-                || (words_of.len() == 1 && is_function_word(&words_of[0]))
+                || (words_of.len() == 1 && is_function_word(words_of[0]))
             {
                 continue;
             }
