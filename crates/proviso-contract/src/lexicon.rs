@@ -1089,12 +1089,32 @@ pub fn states_extent(text: &str) -> bool {
         })
 }
 
-/// Whether `text` states a size: an amount with a unit of length, area, volume or weight
-/// (`20 cm`, `1.5 kg`, `25 x 21 x 20 cm`): what "the largest" and "how big" ask for, and
+/// Whether `text` states a size: an amount with a unit of length, area, volume, weight or
+/// data (`20 cm`, `1.5 kg`, `25 x 21 x 20 cm`, `2 GiB`): what "the largest" and "how big" ask for, and
 /// what a length of time (`14 days`) is not.
 #[must_use]
 pub fn states_size(text: &str) -> bool {
-    const UNITS: [&str; 27] = [
+    const UNITS: [&str; 46] = [
+        // Amounts of data: "the largest object" and "how big a file".
+        "kb",
+        "mb",
+        "gb",
+        "tb",
+        "pb",
+        "kib",
+        "mib",
+        "gib",
+        "tib",
+        "pib",
+        "byte",
+        "bytes",
+        "kilobytes",
+        "megabytes",
+        "gigabytes",
+        "terabytes",
+        "petabytes",
+        "kbyte",
+        "mbyte",
         "mm",
         "cm",
         "m",
@@ -1921,6 +1941,8 @@ mod tests {
         assert!(states_size("Bags must weigh under 7kg."));
         assert!(states_size("The board is 2.4 metres long."));
         assert!(!states_size("Book up to 14 days in advance."));
+        assert!(states_size("max_object_size: 2 GiB; status: beta"));
+        assert!(states_size("Attachments up to 100MB are accepted."));
         assert!(!states_size("Open 3 in the afternoon, room 2.04."));
         assert!(opens_section("Loan periods"));
         assert!(opens_section("Booking the 3D printers:"));

@@ -1728,7 +1728,11 @@ impl Question {
             let mut kept = least.iter();
             found.retain(|f| kept.next().is_none_or(|l| f.3 <= *l || f.3 == 0));
         }
-        let short = self.kind.needs_token();
+        // An amount, a time, a name, or a magnitude (`the largest object`: a size, a
+        // length) is one value: the span that states it with least else around it answers.
+        // A price or a refund keeps its conditions (`100%, less a £5 fee`).
+        let short = self.kind.needs_token()
+            || matches!(self.measure, Some(Measure::Size | Measure::Extent));
         // Otherwise the longest that still reads as one answer: a whole record is not.
         let long = |len: usize| len > LONG_SPAN;
         // Who: the span that names the most, so that "Tomasz Kell, Head of …" keeps the
@@ -1971,14 +1975,12 @@ fn ranges_of(value: Option<u32>) -> Vec<u32> {
     value.into_iter().collect()
 }
 
-/// A record's first field (`Tier` and `Pro` in `Tier: Pro; Devices: 5`), when `line` is
-/// written `field: value; field: value` and its key is a short label.
+/// A record's first field (`Tier` and `Pro` in `Tier: Pro; Devices: 5`), when `line` is a
+/// record ([`record_fields`]).
 fn record_field(line: &str) -> Option<(&str, &str)> {
-    let (first, _) = line.split_once("; ")?;
-    let (key, value) = first.split_once(": ")?;
-    let (key, value) = (key.trim(), value.trim());
-    (!value.is_empty() && !key.is_empty() && key.split_whitespace().count() <= 3)
-        .then_some((key, value))
+    let fields = record_fields(line)?;
+    let (key, value) = fields[0].split_once(": ")?;
+    Some((key.trim(), value.trim()))
 }
 
 /// Per key of the records among `lines` (lower case) whose values are more than one, the
