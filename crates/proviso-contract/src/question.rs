@@ -676,10 +676,31 @@ impl Question {
         let asked = Qualifier::all_in(question);
         if !asked.is_empty() {
             // Every qualifier the sources state, read once.
-            let stated: Vec<Qualifier> = store
+            let mut stated: Vec<Qualifier> = store
                 .documents()
                 .flat_map(|d| d.lines().iter().flat_map(|l| Qualifier::all_in(l)))
                 .collect();
+            // A list keyed by bare labels under a heading that names its series states
+            // each member: `4: repository locked` under `EXIT STATUS` states `status 4`.
+            for d in store.documents() {
+                for (line, section) in d.sections() {
+                    let (Some(label), Some(section)) = (bare_label(line), section) else {
+                        continue;
+                    };
+                    let named = content_stems(section);
+                    for q in &asked {
+                        if let Qualifier::Label { head, .. } = q {
+                            let member = Qualifier::Label {
+                                head: head.clone(),
+                                value: label.clone(),
+                            };
+                            if named.contains(head) && !stated.contains(&member) {
+                                stated.push(member);
+                            }
+                        }
+                    }
+                }
+            }
             // A member of a series the sources state, but not this member (`Arm F` where
             // they state arms A to C; `the 30 mg arm` among 10, 25 and 50 mg), picks out
             // nothing: no line answers for it. An amount names a member only when it
@@ -3654,6 +3675,22 @@ mod natural_documents {
             identifiers("e.g. version 3.2.1 of app.toml, max_jobs"),
             ["app.toml", "max_jobs"]
         );
+        // A list keyed by bare labels under a heading naming its series states each member.
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "cli",
+                "v1",
+                true,
+                "Manual\nEXIT STATUS\n0: success\n4: repository locked by another process",
+            ))
+            .unwrap();
+        let q = Question::new(
+            "The backup exited with status 4, what does that mean?",
+            &store,
+        );
+        assert_eq!(q.misses("4: repository locked by another process"), None);
+        assert!(q.misses("0: success").is_some());
     }
 
     #[test]

@@ -620,10 +620,11 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
             line = line.trim_start_matches('>').trim_start();
         }
         let line = strip_bullet(line);
+        let line = definition(line);
         let line = if markdown {
             line.replace("**", "").replace('`', "")
         } else {
-            line.to_owned()
+            line
         };
         for sentence in sentences(&line) {
             if !sentence.is_empty() {
@@ -632,6 +633,26 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
         }
     }
     units
+}
+
+/// A term and its description set apart by a run of spaces, as a manual's lists of exit
+/// codes and options are written (`4   repository locked`, `--config PATH   config
+/// file`), as the record `term: description`: the description is the term's, and a
+/// question about `status 4` finds it by its key. Further columns become further fields.
+/// Any other line has its runs of spaces made one (`It stopped.  Then …` is two sentences).
+fn definition(line: &str) -> String {
+    let columns: Vec<&str> = line
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let short_term = columns
+        .first()
+        .is_some_and(|t| t.split_whitespace().count() <= 3 && !t.ends_with(['.', ':', ',']));
+    if columns.len() < 2 || !short_term {
+        return line.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    format!("{}: {}", columns[0], columns[1..].join("; "))
 }
 
 /// A list item's text without its bullet or number (`- `, `* `, `+ `, `1. `, `2) `), and a
@@ -781,6 +802,21 @@ mod tests {
                 "Keep 30 cm of clearance.",
                 "Use a 16 A breaker.",
                 "Pipes: 22 mm, e.g. copper."
+            ]
+        );
+        // A manual's term and description set apart by spaces are a record; a sentence
+        // after two spaces is not.
+        assert_eq!(
+            text_units(
+                "EXIT STATUS\n    4   repository locked\n    --config PATH   config file (default /etc/a.toml)\nIt stopped.  Then it restarted.\n",
+                false
+            ),
+            [
+                "EXIT STATUS",
+                "4: repository locked",
+                "--config PATH: config file (default /etc/a.toml)",
+                "It stopped.",
+                "Then it restarted."
             ]
         );
         assert_eq!(
