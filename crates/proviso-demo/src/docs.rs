@@ -592,8 +592,12 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
     let mut units = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
     let mut header: Option<Vec<String>> = None;
+    // The heading over the lines that follow, when it names them by a number (a release's
+    // `3.1.0 (2025-01-21)`, a `Zone 3`): each list item under it is keyed by it.
+    let mut numbered: Option<String> = None;
     for (i, raw) in lines.iter().enumerate() {
         let mut line = raw.trim();
+        let heading = markdown && line.starts_with('#');
         if markdown {
             if let Some(cells) = table_cells(line) {
                 if is_delimiter_row(line) {
@@ -619,8 +623,21 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
             line = line.trim_start_matches('#').trim_start();
             line = line.trim_start_matches('>').trim_start();
         }
-        let line = strip_bullet(line);
-        let line = definition(line);
+        let item = strip_bullet(line);
+        let listed = item.len() < line.len();
+        let line = definition(item);
+        if heading {
+            numbered = line
+                .chars()
+                .any(|c| c.is_ascii_digit())
+                .then(|| line.replace("**", "").replace('`', ""));
+        }
+        // A list item under a numbered heading says what it says of that number: `Removed:
+        // FTP backend` under `3.0.0 (2024-09-10)` is when FTP was removed.
+        let line = match (&numbered, listed) {
+            (Some(key), true) => format!("{key}: {line}"),
+            _ => line,
+        };
         let line = if markdown {
             line.replace("**", "").replace('`', "")
         } else {
@@ -802,6 +819,21 @@ mod tests {
                 "Keep 30 cm of clearance.",
                 "Use a 16 A breaker.",
                 "Pipes: 22 mm, e.g. copper."
+            ]
+        );
+        // A list item under a numbered heading is keyed by it; prose and items under a
+        // heading without a number are not.
+        assert_eq!(
+            text_units(
+                "## 3.0.0 (2024-09-10)\n- Removed: FTP backend.\nA quiet release.\n## Notes\n- Keep backups.\n",
+                true
+            ),
+            [
+                "3.0.0 (2024-09-10)",
+                "3.0.0 (2024-09-10): Removed: FTP backend.",
+                "A quiet release.",
+                "Notes",
+                "Keep backups."
             ]
         );
         // A manual's term and description set apart by spaces are a record; a sentence
