@@ -1551,6 +1551,89 @@ fn days_per(unit: &str) -> Option<u32> {
     }
 }
 
+/// A release number (`2.9.3`, `v3.1`, `3.1`) as one number that orders releases: two or
+/// three parts of digits joined by dots, each part below a thousand.
+fn release(token: &str) -> Option<u32> {
+    let digits = token.strip_prefix(['v', 'V']).unwrap_or(token);
+    let parts: Vec<u32> = digits
+        .split('.')
+        .map(|p| p.parse::<u32>().ok().filter(|n| *n < 1000))
+        .collect::<Option<_>>()?;
+    if !(2..=3).contains(&parts.len()) {
+        return None;
+    }
+    Some(parts[0] * 1_000_000 + parts[1] * 1_000 + parts.get(2).copied().unwrap_or(0))
+}
+
+/// The releases `text` states (`we still run 2.9.3`, `on v3.1`), each as [`release`]
+/// orders them: a number of two or three dotted parts that no unit follows (`2.5 GiB` is
+/// a size).
+#[must_use]
+pub fn stated_releases(text: &str) -> Vec<u32> {
+    let tokens: Vec<&str> = text
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        .collect();
+    tokens
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            let unit = tokens.get(i + 1).is_some_and(|u| {
+                u.chars().next().is_some_and(char::is_alphabetic)
+                    && u.len() <= 3
+                    && !is_function_word(&u.to_lowercase())
+            });
+            !unit && t.contains('.')
+        })
+        .filter_map(|(_, t)| release(t))
+        .collect()
+}
+
+/// The ranges of releases `text` states (`3.0.0 to 3.2.0`, `2.9.0–2.9.4`, `3.1 or later`,
+/// `before 3.2.0`, `up to 2.9.4`, `since 3.0`), each inclusive, as [`release`] orders them.
+#[must_use]
+pub fn release_ranges(text: &str) -> Vec<(u32, u32)> {
+    let tokens: Vec<String> = text
+        .split_whitespace()
+        .flat_map(|t| t.split(['–', '—']).map(str::to_owned).collect::<Vec<_>>())
+        .map(|t| {
+            t.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    let at = |i: usize| tokens.get(i).map(String::as_str);
+    let mut out = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let Some(v) = release(token) else { continue };
+        let before = i.checked_sub(1).and_then(at);
+        let before2 = i.checked_sub(2).and_then(at);
+        match (at(i + 1), at(i + 2)) {
+            (Some("to" | "through" | "and"), Some(w)) if release(w).is_some() => {
+                out.push((v, release(w).unwrap_or(v)));
+            }
+            (Some(w), _) if release(w).is_some() && text.contains(&format!("{token}–")) => {
+                out.push((v, release(w).unwrap_or(v)));
+            }
+            (Some("or" | "and"), Some("later" | "newer" | "above" | "higher")) => {
+                out.push((v, u32::MAX));
+            }
+            _ => {}
+        }
+        match (before2, before) {
+            (_, Some("before" | "below"))
+            | (Some("prior" | "older" | "earlier"), Some("to" | "than")) => {
+                out.push((0, v.saturating_sub(1)));
+            }
+            (Some("up"), Some("to")) => out.push((0, v)),
+            (_, Some("since" | "from")) if !matches!(at(i + 1), Some("to" | "through")) => {
+                out.push((v, u32::MAX));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The lengths of time `text` states as a number and a unit (`10 days`, `two years`, `a
 /// week`), in days.
 #[must_use]

@@ -18,9 +18,9 @@ use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
     is_label, is_light_word, is_weekday, length_ranges, money_amounts, party_ranges, place_nouns,
-    reading, stated_age, stated_lengths, stated_party, states_extent, states_location,
-    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
-    without_locators_but, words,
+    reading, release_ranges, stated_age, stated_lengths, stated_party, stated_releases,
+    states_extent, states_location, states_money, states_size, stem, times, unclipped,
+    with_apostrophes, without_locators, without_locators_but, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -439,7 +439,8 @@ const CONTRASTS: &[&[&[&str]]] = &[
 /// Words that ask for a limit ("the most I can be charged", "the longest loan").
 const LIMIT_ASKED: &[&str] = &[
     "most", "maximum", "max", "least", "minimum", "min", "limit", "cap", "longest", "shortest",
-    "largest", "biggest", "smallest", "highest", "lowest", "latest", "earliest",
+    "largest", "biggest", "smallest", "highest", "lowest", "latest", "earliest", "oldest",
+    "newest", "fewest",
 ];
 
 /// Words that mark a clause stating a limit.
@@ -537,7 +538,10 @@ pub struct Question {
     /// Per key of the sources' records (`tier` of `Tier: Pro; Devices: 5`), the values of
     /// it the question names, when the sources' records give it more than one: a record
     /// keyed by another value (`Tier: Home`) is about another member of the series.
-    members: BTreeMap<String, BTreeSet<String>>,
+    members: BTreeMap<String, Series>,
+    /// The releases the question states (`we still run 2.9.3`), as
+    /// [`crate::lexicon::stated_releases`] orders them.
+    releases: Vec<u32>,
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
@@ -643,8 +647,14 @@ impl Question {
         for d in store.documents() {
             // A line is read with its section's heading, and with the line before it when
             // it refers back to it (`They must sleep in a private room`).
+            // A record has no title or section, but its file's name says what its records
+            // are (each line of `storage-backends.jsonl` is a storage backend's).
+            let named = d
+                .title()
+                .is_none()
+                .then(|| d.source_id().replace(['-', '_', '.'], " "));
             for ((line, section), (_, before)) in d.sections().zip(d.antecedents()) {
-                let context = match (section, before) {
+                let context = match (section.or(named.as_deref()), before) {
                     (Some(s), Some(b)) => format!("{s} {b}"),
                     (Some(s), None) => s.to_owned(),
                     (None, Some(b)) => b.to_owned(),
@@ -670,7 +680,13 @@ impl Question {
                 superseded.push(d.version());
             }
         }
-        let members = members_named(&lower, &all_lines);
+        let members = members_named(
+            &lower,
+            store
+                .documents()
+                .flat_map(|d| d.lines().iter())
+                .map(String::as_str),
+        );
         let mut qualifiers: Vec<Qualifier> = Vec::new();
         let mut absent: Vec<Qualifier> = Vec::new();
         let asked = Qualifier::all_in(question);
@@ -971,9 +987,12 @@ impl Question {
                     .into_iter()
                     .filter(|w| stem(w) == *t)
                     .collect();
-                (!written.iter().any(|w| is_common_word(w)))
-                    .then(|| written.first().map(|w| w.to_lowercase()))
-                    .flatten()
+                // A limit asked for (`the oldest release`) is stated as one (`min_version`).
+                (!written
+                    .iter()
+                    .any(|w| is_common_word(w) || LIMIT_ASKED.contains(&w.to_lowercase().as_str())))
+                .then(|| written.first().map(|w| w.to_lowercase()))
+                .flatten()
             })
             .filter(|w| !is_misspelling(w, &known))
             .collect();
@@ -1093,6 +1112,7 @@ impl Question {
             day_words: day_words(question),
             absent,
             members,
+            releases: stated_releases(question),
             titles,
             sections,
             earlier,
@@ -1248,10 +1268,21 @@ impl Question {
         }
         let title = self.titles.get(source).map_or("", String::as_str);
         let section_text = self.section(source, line).unwrap_or("");
+        // A member of a series the question names (`Pro` of the tiers) is checked by
+        // [`Question::member_fits`]: a line that names no member of it states a rule for
+        // all of them.
+        let member = |n: &str| {
+            self.members
+                .values()
+                .flat_map(|s| &s.named)
+                .any(|v| words(v).contains(&n))
+        };
+        let general = self.member_fits(line).is_none();
         let proper = self.proper.iter().all(|n| {
-            [line, title, section_text]
-                .iter()
-                .any(|text| states_name(text, n))
+            (member(n) && general)
+                || [line, title, section_text]
+                    .iter()
+                    .any(|text| states_name(text, n))
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
         });
         if !proper {
@@ -1493,13 +1524,14 @@ impl Question {
         let beyond = &self.beyond;
         // A question whose qualifiers the text states (`Arm A`) already has what it asks
         // about pinned down.
-        // So has one whose range holds the asker's own age, group size or length of time
+        // So has one whose range holds the asker's own age, group size, length of time or release
         // (`Notice given: 4 to 13 days` for "we were due to arrive in 10 days"); a day of
         // the week does not: "open on Sundays" and "parking on Sundays" ask different things.
         let held = [
             self.age_fits(text),
             self.party_fits(text),
             self.length_fits(text),
+            self.release_fits(text),
         ];
         let pinned = !self.qualifiers.is_empty() || held.contains(&Some(true));
         // "Per person or per room?": the answer states one of the alternatives.
@@ -1556,38 +1588,60 @@ impl Question {
     /// Whether `line` is the record of what the question names: `false` when it is a
     /// record keyed by a value (`Tier: Home; …`) other than the ones the question names of
     /// that key (`a Business customer`); `true` when keyed by one of them; `None` when it is
-    /// no record or the question names no value of its key. A line of prose that names one
-    /// of them (`Business customers who outgrow 150 devices …`) is about it as much as
-    /// its record is.
+    /// no record or the question names no value of its key. A line of prose is about the
+    /// members it names as their records are: `true` when it names one the question names
+    /// (`Business customers who outgrow 150 devices …`), `false` when it names only others,
+    /// written as their records write them (`Home is for personal use`); a rule naming
+    /// none holds for all.
     #[must_use]
     pub fn member_fits(&self, line: &str) -> Option<bool> {
         if let Some((key, value)) = record_field(line) {
-            if let Some(named) = self.members.get(&key.to_lowercase()) {
-                return Some(named.contains(&value.to_lowercase()));
+            if let Some(series) = self.members.get(&key.to_lowercase()) {
+                return Some(series.named.contains(&value.to_lowercase()));
             }
         }
         let lower = line.to_lowercase();
         let said = words(&lower);
+        let cased = words(line);
+        let states = |said: &[&str], value: &str| {
+            let value = words(value);
+            said.windows(value.len()).any(|w| w == value.as_slice())
+        };
+        if self
+            .members
+            .values()
+            .flat_map(|s| &s.named)
+            .any(|v| states(&said, v))
+        {
+            return Some(true);
+        }
         self.members
             .values()
-            .flatten()
-            .any(|value| {
-                let value = words(value);
-                said.windows(value.len()).any(|w| w == value.as_slice())
-            })
-            .then_some(true)
+            .flat_map(|s| &s.others)
+            .any(|v| states(&cased, v))
+            .then_some(false)
     }
 
-    /// The question's own age, party, lengths of time, days and the records it names
-    /// against `line`'s ([`Question::age_fits`], [`Question::party_fits`],
-    /// [`Question::length_fits`], [`Question::day_fits`], [`Question::member_fits`]).
-    fn fitting(&self, line: &str) -> [Option<bool>; 5] {
+    /// Whether `line` is about the release the question states: `false` when it states
+    /// ranges of releases (`2.9.0 to 2.9.4`, `before 3.2.0`) and none holds it (`we run
+    /// 3.2.1`); `true` when one does; `None` when either states none.
+    #[must_use]
+    pub fn release_fits(&self, line: &str) -> Option<bool> {
+        holds(&self.releases, &release_ranges(line))
+    }
+
+    /// The question's own age, party, lengths of time, days, records and releases against
+    /// `line`'s ([`Question::age_fits`], [`Question::party_fits`],
+    /// [`Question::length_fits`], [`Question::day_fits`], [`Question::member_fits`],
+    /// [`Question::release_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 6] {
         [
             self.age_fits(line),
             self.party_fits(line),
             self.length_fits(line),
             self.day_fits(line),
             self.member_fits(line),
+            self.release_fits(line),
         ]
     }
 
@@ -2004,16 +2058,28 @@ fn record_field(line: &str) -> Option<(&str, &str)> {
     Some((key.trim(), value.trim()))
 }
 
+/// A series of records the question names members of (`Tier: Home`, `Tier: Pro`, …).
+#[derive(Debug, Clone, Default, Serialize)]
+struct Series {
+    /// The values the question names, lower case.
+    named: BTreeSet<String>,
+    /// The other values, as the records write them (`Home`).
+    others: BTreeSet<String>,
+}
+
 /// Per key of the records among `lines` (lower case) whose values are more than one, the
-/// values `question` (lower case) names whole, as words: a value named inside a longer
-/// one named (`family room` in `large family room`) is that one. A value must hold a
-/// letter (a bare number is the asker's count as often as a row's label) and not be a
-/// function word.
-fn members_named(question: &str, lines: &[String]) -> BTreeMap<String, BTreeSet<String>> {
-    let mut series: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+/// values `question` (lower case) names whole, as words, and the others: a value named
+/// inside a longer one named (`family room` in `large family room`) is that one. A value
+/// must hold a letter (a bare number is the asker's count as often as a row's label) and
+/// not be a function word.
+fn members_named<'a>(
+    question: &str,
+    lines: impl Iterator<Item = &'a str>,
+) -> BTreeMap<String, Series> {
+    let mut series: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
     for line in lines {
         if let Some((key, value)) = record_field(line) {
-            series.entry(key).or_default().insert(value);
+            series.entry(key.to_lowercase()).or_default().insert(value);
         }
     }
     let asked = words(question);
@@ -2021,14 +2087,17 @@ fn members_named(question: &str, lines: &[String]) -> BTreeMap<String, BTreeSet<
     for (key, values) in series.into_iter().filter(|(_, v)| v.len() >= 2) {
         // Each value named, with where its words lie in the question.
         let mut found: Vec<(&str, usize, usize)> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         for value in values {
-            let words_of = words(value);
+            let lower = value.to_lowercase();
+            let words_of = words(&lower);
             if words_of.is_empty()
                 || !value.chars().any(char::is_alphabetic)
                 || (words_of.len() == 1 && is_function_word(words_of[0]))
             {
                 continue;
             }
+            names.push(value);
             if let Some(at) = asked
                 .windows(words_of.len())
                 .position(|w| w == words_of.as_slice())
@@ -2043,10 +2112,15 @@ fn members_named(question: &str, lines: &[String]) -> BTreeMap<String, BTreeSet<
                     .iter()
                     .any(|(_, c, d)| c <= a && b <= d && d - c > b - a)
             })
-            .map(|(v, _, _)| (*v).to_owned())
+            .map(|(v, _, _)| v.to_lowercase())
             .collect();
         if !named.is_empty() {
-            out.insert(key.to_owned(), named);
+            let others = names
+                .into_iter()
+                .filter(|v| !named.contains(&v.to_lowercase()))
+                .map(str::to_owned)
+                .collect();
+            out.insert(key, Series { named, others });
         }
     }
     out
@@ -2437,6 +2511,8 @@ fn identifiers(text: &str) -> Vec<String> {
             t.trim_matches(|c: char| !c.is_alphanumeric())
                 .to_lowercase()
         })
+        // A path or a URL is where to look ([`without_locators`]), not what is asked about.
+        .filter(|t| !t.contains('/') && !t.contains(':'))
         .filter(|t| {
             let underscored = t.contains('_') && t.chars().any(char::is_alphabetic);
             let dotted = t.contains('.')
@@ -3556,8 +3632,8 @@ The club was founded in 1990.",
 mod natural_documents {
     use super::*;
     use crate::lexicon::{
-        age_ranges, days_stated, length_ranges, party_ranges, stated_age, stated_lengths,
-        stated_party,
+        age_ranges, days_stated, length_ranges, party_ranges, release_ranges, stated_age,
+        stated_lengths, stated_party, stated_releases,
     };
     use crate::SourceDocument;
 
@@ -3781,6 +3857,20 @@ mod natural_documents {
             [(3, 12)]
         );
         assert!(age_ranges("Children: 2; Adults: 4; Price: £60").is_empty());
+        // Releases: the asker's against a line's ranges.
+        assert_eq!(
+            stated_releases("We still run 2.9.3 on two servers, with 2.5 GB free."),
+            [2_009_003]
+        );
+        assert_eq!(
+            release_ranges("Affected: Server 3.0.0 to 3.2.0, 2.9.0–2.9.4"),
+            [(3_000_000, 3_002_000), (2_009_000, 2_009_004)]
+        );
+        assert_eq!(
+            release_ranges("Repositories created before 3.2.0 keep 8 MiB; agents 3.1 or later"),
+            [(0, 3_001_999), (3_001_000, u32::MAX)]
+        );
+        assert!(release_ranges("Fixed in: 3.2.1, 2.9.5").is_empty());
         assert_eq!(
             stated_party("We're a group of 25 students arriving Tuesday"),
             Some(25)
