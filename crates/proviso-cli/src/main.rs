@@ -203,6 +203,13 @@ fn init_tracing(default: Option<&str>) {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    let code = dispatch(cli);
+    // The lines a run encoded are kept for the next run over the same documents.
+    model::save_encodings();
+    code
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Demo(args) => demo::run(&args),

@@ -85,12 +85,35 @@ pub(crate) fn report_progress(event: FetchEvent) {
 /// The sentence encoder (all-MiniLM-L6-v2), fetched into the cache when missing and loaded
 /// once per process: searches rank lines by meaning with it.
 pub(crate) fn encoder() -> Result<std::sync::Arc<proviso_embed::Encoder>> {
-    static ENCODER: std::sync::OnceLock<std::sync::Arc<proviso_embed::Encoder>> =
-        std::sync::OnceLock::new();
     if let Some(encoder) = ENCODER.get() {
         return Ok(encoder.clone());
     }
     let path = proviso::model::ensure(&ENCODER_MODEL, &mut report_progress)?;
     let loaded = std::sync::Arc::new(proviso_embed::Encoder::from_zip(&path)?);
-    Ok(ENCODER.get_or_init(|| loaded).clone())
+    // The lines encoded on earlier runs, so that a document set is encoded once.
+    loaded.load(&store_path(&path));
+    let encoder = ENCODER.get_or_init(|| loaded).clone();
+    let _ = ENCODER_PATH.set(path);
+    Ok(encoder)
+}
+
+static ENCODER: std::sync::OnceLock<std::sync::Arc<proviso_embed::Encoder>> =
+    std::sync::OnceLock::new();
+static ENCODER_PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Where the encoder's embeddings are kept between runs: beside its archive, so that
+/// another encoder never reads them.
+fn store_path(archive: &std::path::Path) -> std::path::PathBuf {
+    archive.with_extension("embeddings")
+}
+
+/// Saves what the sentence encoder encoded in this run, if it was loaded and encoded
+/// anything new. A failure to save costs the next run time, not this run's answer: it is
+/// logged, not raised.
+pub(crate) fn save_encodings() {
+    if let (Some(encoder), Some(path)) = (ENCODER.get(), ENCODER_PATH.get()) {
+        if let Err(e) = encoder.save(&store_path(path)) {
+            tracing::warn!(error = %e, "the sentence encoder's embeddings were not saved");
+        }
+    }
 }

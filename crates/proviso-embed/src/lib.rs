@@ -20,6 +20,32 @@ use candle_transformers::models::bert::{BertModel, Config};
 /// otherwise grow it without end).
 const MAX_CACHED: usize = 100_000;
 
+/// The width of an embedding (all-MiniLM-L6-v2's).
+const DIMENSIONS: usize = 384;
+
+/// The entries of a file [`Encoder::save`] wrote, or `None` when it is not one whole.
+fn read_store(bytes: &[u8]) -> Option<Vec<(String, Vec<f32>)>> {
+    let rest = bytes.strip_prefix(STORE_MAGIC)?;
+    let (width, mut rest) = rest.split_at_checked(4)?;
+    if u32::from_le_bytes(width.try_into().ok()?) as usize != DIMENSIONS {
+        return None;
+    }
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let (len, after) = rest.split_at_checked(4)?;
+        let len = u32::from_le_bytes(len.try_into().ok()?) as usize;
+        let (text, after) = after.split_at_checked(len)?;
+        let (vector, after) = after.split_at_checked(4 * DIMENSIONS)?;
+        let vector = vector
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        out.push((String::from_utf8(text.to_vec()).ok()?, vector));
+        rest = after;
+    }
+    Some(out)
+}
+
 /// Longest text the encoder reads, in word pieces (the model was trained on 256 at most);
 /// a longer line is cut there.
 const MAX_TOKENS: usize = 256;
@@ -49,7 +75,12 @@ pub struct Encoder {
     model: BertModel,
     tokenizer: tokenizers::Tokenizer,
     cache: Mutex<HashMap<String, Vec<f32>>>,
+    /// Whether the cache holds texts that its file ([`Encoder::save`]) does not.
+    grown: std::sync::atomic::AtomicBool,
 }
+
+/// The first bytes of a file of saved embeddings ([`Encoder::save`]).
+const STORE_MAGIC: &[u8; 8] = b"PVEMB01\n";
 
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,7 +130,63 @@ impl Encoder {
             model,
             tokenizer,
             cache: Mutex::new(HashMap::new()),
+            grown: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Adds the embeddings saved at `path` ([`Encoder::save`]) to the cache, so that a
+    /// document set's lines are encoded once, not on every run; the number read. A file
+    /// that is missing, cut short or of another width reads as none: the encoder then
+    /// encodes again, as it would without it.
+    pub fn load(&self, path: &Path) -> usize {
+        let Ok(bytes) = std::fs::read(path) else {
+            return 0;
+        };
+        let Some(entries) = read_store(&bytes) else {
+            return 0;
+        };
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = entries.len().min(MAX_CACHED.saturating_sub(cache.len()));
+        cache.extend(entries.into_iter().take(n));
+        n
+    }
+
+    /// Writes the cache to `path` (through a file beside it, renamed into place) when it
+    /// holds texts the file does not; whether it wrote.
+    ///
+    /// # Errors
+    ///
+    /// [`EmbedError::Archive`] when the file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<bool, EmbedError> {
+        if !self.grown.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = Vec::with_capacity(cache.len() * (4 * DIMENSIONS + 64));
+        out.extend_from_slice(STORE_MAGIC);
+        out.extend_from_slice(&u32::try_from(DIMENSIONS).unwrap_or(0).to_le_bytes());
+        for (text, vector) in cache.iter().filter(|(_, v)| v.len() == DIMENSIONS) {
+            out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(0).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+            for x in vector {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        drop(cache);
+        let bad = |e: std::io::Error| EmbedError::Archive {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        };
+        let partial = path.with_extension(format!("partial-{}", std::process::id()));
+        std::fs::write(&partial, &out).map_err(bad)?;
+        std::fs::rename(&partial, path).map_err(bad)?;
+        Ok(true)
     }
 
     /// The embeddings of `texts` (unit length), in order.
@@ -131,6 +218,7 @@ impl Encoder {
             for (text, vector) in batch.iter().zip(self.encode(batch)?) {
                 cache.insert((*text).to_owned(), vector);
             }
+            self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(texts.iter().map(|t| cache[*t].clone()).collect())
     }

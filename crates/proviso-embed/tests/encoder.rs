@@ -37,6 +37,34 @@ fn a_paraphrase_is_closer_than_a_line_about_something_else_and_batching_changes_
 }
 
 #[test]
+fn saved_embeddings_are_read_back_and_a_damaged_file_reads_as_none() {
+    let dir = std::env::temp_dir().join(format!("proviso-embed-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("encoder.embeddings");
+    let encoder = load();
+    // Nothing encoded yet: nothing to save.
+    assert!(!encoder.save(&path).unwrap());
+    let lines = ["Dogs travel free.", "A day ticket costs £7.70."];
+    let vectors = encoder.embed(&lines).unwrap();
+    assert!(encoder.save(&path).unwrap());
+    // Saved once: nothing new to save.
+    assert!(!encoder.save(&path).unwrap());
+    let fresh = load();
+    assert_eq!(fresh.load(&path), 2);
+    // Read back, the same vectors, and nothing new to save.
+    assert_eq!(fresh.embed(&lines).unwrap(), vectors);
+    assert!(!fresh.save(&path).unwrap());
+    // A file cut short, or of another kind, reads as none.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    assert_eq!(load().load(&path), 0);
+    std::fs::write(&path, b"not embeddings").unwrap();
+    assert_eq!(load().load(&path), 0);
+    assert_eq!(load().load(&dir.join("missing")), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn an_archive_without_the_model_is_a_clear_error() {
     let dir = std::env::temp_dir().join(format!("proviso-embed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
