@@ -17,10 +17,10 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, length_ranges, money_amounts, party_ranges, place_nouns,
-    reading, release_ranges, stated_age, stated_lengths, stated_party, stated_releases,
-    states_extent, states_location, states_money, states_size, stem, times, unclipped,
-    with_apostrophes, without_locators, without_locators_but, words,
+    is_label, is_light_word, is_weekday, length_ranges, locators, money_amounts, party_ranges,
+    place_nouns, reading, release_ranges, stated_age, stated_lengths, stated_party,
+    stated_releases, states_extent, states_location, states_money, states_size, stem, times,
+    unclipped, with_apostrophes, without_locators, without_locators_but, words,
 };
 use crate::rejection::{Location, Violation};
 
@@ -1487,8 +1487,11 @@ impl Question {
                 // floor`, `48 Northgate Road`.
                 // So is a kind of place the question does not name (`at tram stops` for
                 // "where are the ticket machines", but not `office` for "where is the office").
+                // And a path or an address on the web (`/var/log/app.log`): where a
+                // program keeps a thing.
                 let located = self.kind == AnswerKind::Place
                     && (states_location(text)
+                        || locators(text).iter().any(|l| l.contains('/'))
                         || place_nouns(text)
                             .iter()
                             .any(|p| !self.terms.contains(&stem(p))));
@@ -3751,6 +3754,9 @@ mod natural_documents {
             identifiers("e.g. version 3.2.1 of app.toml, max_jobs"),
             ["app.toml", "max_jobs"]
         );
+        // Where a program keeps a thing is a path.
+        let q = Question::new("Where does server.port get written down?", &store);
+        assert_eq!(q.misses("It is written to /etc/app/app.toml at start."), None);
         // A list keyed by bare labels under a heading naming its series states each member.
         let mut store = SourceStore::new();
         store
