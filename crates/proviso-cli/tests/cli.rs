@@ -590,10 +590,15 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
 /// development set from its first read: `corpora/parks` (session 28) and `corpora/hostel`
 /// (session 29, written as people write documents: price tables, numbered sections,
 /// pronouns, terse JSON Lines fields). Their harness answers are held to a ratchet, with no
-/// wrong answer accepted.
+/// wrong answer accepted; `corpora/software` (session 30, a product's manuals: a config
+/// table, a man page, a changelog, an advisory) to at most its one (`Where is Pellmoor's
+/// support team based?`, which no source answers, is answered by the advisory's `From:`
+/// line, whose company name reads as a place).
 #[test]
 fn fresh_development_corpora_are_held_to_a_ratchet() {
-    for (corpus, least_right) in [("parks", 31), ("hostel", 25)] {
+    for (corpus, least_right, most_wrong) in
+        [("parks", 31, 0), ("hostel", 29, 0), ("software", 26, 1)]
+    {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");
         let (code, stdout, stderr) = proviso(
@@ -612,7 +617,10 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // questions, right, wrong, no fact, abstained
         let all = all_row(&stdout);
         assert_eq!(all[0], 40, "{corpus}: {stdout}");
-        assert!(all[1] >= least_right && all[2] == 0, "{corpus}: {stdout}");
+        assert!(
+            all[1] >= least_right && all[2] <= most_wrong,
+            "{corpus}: {stdout}"
+        );
     }
 }
 

@@ -1530,13 +1530,7 @@ impl Question {
         // So has one whose range holds the asker's own age, group size, length of time or release
         // (`Notice given: 4 to 13 days` for "we were due to arrive in 10 days"); a day of
         // the week does not: "open on Sundays" and "parking on Sundays" ask different things.
-        let held = [
-            self.age_fits(text),
-            self.party_fits(text),
-            self.length_fits(text),
-            self.release_fits(text),
-        ];
-        let pinned = !self.qualifiers.is_empty() || held.contains(&Some(true));
+        let pinned = !self.qualifiers.is_empty() || self.held(text) > 0;
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
@@ -1653,6 +1647,22 @@ impl Question {
     #[must_use]
     pub fn fits(&self, line: &str) -> bool {
         !self.fitting(line).contains(&Some(false))
+    }
+
+    /// How many of the asker's own age, group size, lengths of time and release `line`
+    /// states a range holding (`aged 16–25` for "I'm 22", `2.9.0 to 2.9.4` for "we run
+    /// 2.9.3"): what the question says in its words, the line says in its range.
+    #[must_use]
+    pub fn held(&self, line: &str) -> usize {
+        [
+            self.age_fits(line),
+            self.party_fits(line),
+            self.length_fits(line),
+            self.release_fits(line),
+        ]
+        .iter()
+        .filter(|f| **f == Some(true))
+        .count()
     }
 
     /// How many of the question's age, party and days `line` states a range holding
@@ -3756,7 +3766,10 @@ mod natural_documents {
         );
         // Where a program keeps a thing is a path.
         let q = Question::new("Where does server.port get written down?", &store);
-        assert_eq!(q.misses("It is written to /etc/app/app.toml at start."), None);
+        assert_eq!(
+            q.misses("It is written to /etc/app/app.toml at start."),
+            None
+        );
         // A list keyed by bare labels under a heading naming its series states each member.
         let mut store = SourceStore::new();
         store

@@ -872,9 +872,9 @@ fn assess<'a>(
     // answer, which need not repeat them; they count when stated, never against.
     let typed = |t: &&String| question.answer_type().contains(*t);
     let needed = distinct.iter().filter(|t| !typed(t)).count().clamp(1, 2);
-    // A range holding the asker's own age, group size or day (`children 3–12` for "my
-    // 8-year-old") states the words the question gives them in.
-    if shared.iter().filter(|t| !typed(t)).count() + question.fitted(quote) < needed {
+    // A range holding the asker's own age, group size, length of time or release
+    // (`children 3–12` for "my 8-year-old") states the words the question gives them in.
+    if shared.iter().filter(|t| !typed(t)).count() + question.held(quote) < needed {
         return Err(format!(
             "it shares too few of the question's words ({})",
             shared.len()
