@@ -1624,6 +1624,19 @@ impl Question {
     /// 3.2.1`); `true` when one does; `None` when either states none.
     #[must_use]
     pub fn release_fits(&self, line: &str) -> Option<bool> {
+        if self.releases.is_empty() {
+            return None;
+        }
+        // A line keyed by a release (a changelog's `3.2.0 (2025-05-06): Removed: …,
+        // deprecated since 3.0.0`) is about that release, whatever ranges it goes on to
+        // state: "when is 4.0 out?" is not answered by 3.2.0's entry.
+        let keyed = line
+            .split_once(": ")
+            .map(|(key, _)| stated_releases(key))
+            .unwrap_or_default();
+        if !keyed.is_empty() {
+            return Some(keyed.iter().any(|k| self.releases.contains(k)));
+        }
         holds(&self.releases, &release_ranges(line))
     }
 
@@ -3890,6 +3903,14 @@ mod natural_documents {
             [(0, 3_001_999), (3_001_000, u32::MAX)]
         );
         assert!(release_ranges("Fixed in: 3.2.1, 2.9.5").is_empty());
+        let store = prices();
+        let q = Question::new("When is version 4.0 going to be released?", &store);
+        assert_eq!(
+            q.release_fits("3.2.0 (2025-05-06): Removed: the dedup key, deprecated since 3.0.0."),
+            Some(false)
+        );
+        assert_eq!(q.release_fits("4.0 (2026-01-10): Added: sync."), Some(true));
+        assert_eq!(q.release_fits("Fixed in: 3.2.1, 2.9.5"), None);
         assert_eq!(
             stated_party("We're a group of 25 students arriving Tuesday"),
             Some(25)
