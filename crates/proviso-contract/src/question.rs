@@ -605,29 +605,24 @@ impl Question {
         let as_asked = question;
         // A path or a URL in the question says where to look: its pieces are neither what is
         // asked nor names a line must state.
-        // Every word the sources write, lower case: a word cut short (`dorm`) that they
-        // write whole (`dormitory`) is read whole, and a misspelling is read as theirs.
-        let known: BTreeSet<String> = store
-            .documents()
-            .flat_map(|d| d.lines().iter())
-            .flat_map(|l| {
-                words(&l.to_lowercase())
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        // Every line, lower case, in one text: a dotted name the sources write
-        // (`server.port`) is asked about, not a place to look.
-        let written: String = store
+        // Every line, lower case, read once.
+        let all_lines: Vec<String> = store
             .documents()
             .flat_map(|d| d.lines().iter())
             .map(|l| l.to_lowercase())
-            .collect::<Vec<_>>()
-            .join("\n");
+            .collect();
+        // Every word the sources write: a word cut short (`dorm`) that they write whole
+        // (`dormitory`) is read whole, and a misspelling is read as theirs.
+        let known: BTreeSet<String> = all_lines
+            .iter()
+            .flat_map(|l| words(l).into_iter().map(str::to_owned))
+            .collect();
+        // Whether a line writes `text` (lower case): a dotted name the sources write
+        // (`server.port`) is asked about, not a place to look.
+        let written = |text: &str| all_lines.iter().any(|l| l.contains(text));
         let question =
             &without_locators_but(&unclipped(&with_apostrophes(question), &known), |locator| {
-                !locator.contains('/') && written.contains(locator.to_lowercase().as_str())
+                !locator.contains('/') && written(&locator.to_lowercase())
             });
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
@@ -640,8 +635,7 @@ impl Question {
         let mut sources: BTreeMap<&str, (BTreeSet<String>, BTreeSet<String>, String)> =
             BTreeMap::new();
         let mut superseded: Vec<&str> = Vec::new();
-        // Every line, lower case, and each source's title (its first line), lower case.
-        let mut all_lines: Vec<String> = Vec::new();
+        // Each source's title (its first line), lower case.
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
         for d in store.documents() {
@@ -670,7 +664,6 @@ impl Question {
                 entry.0.extend(content_stems(line));
                 entry.2.push_str(&lower);
                 entry.2.push('\n');
-                all_lines.push(lower);
             }
             if let Some(title) = d.about() {
                 entry.1.extend(content_stems(&title));
@@ -1041,7 +1034,7 @@ impl Question {
         unstated.extend(
             identifiers(as_asked)
                 .into_iter()
-                .filter(|t| !written.contains(t.as_str()) && !file(t)),
+                .filter(|t| !written(t) && !file(t)),
         );
         unstated.dedup();
         for w in &capitals {
@@ -3676,6 +3669,15 @@ mod natural_documents {
         store
     }
 
+    /// A store of one document in force, version `v1`.
+    fn one(source: &str, text: &str) -> SourceStore {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(source, "v1", true, text))
+            .unwrap();
+        store
+    }
+
     fn line(store: &SourceStore, start: &str) -> String {
         store
             .documents()
@@ -3745,15 +3747,7 @@ mod natural_documents {
 
     #[test]
     fn a_setting_named_as_a_machine_writes_it_is_asked_about() {
-        let mut store = SourceStore::new();
-        store
-            .insert(SourceDocument::new(
-                "config",
-                "v1",
-                true,
-                "Configuration reference\nKey: server.port; Default: 8471\nKey: server.max_jobs; Default: 4\nThe file is read from /etc/app/app.toml at start.",
-            ))
-            .unwrap();
+        let store = one("config", "Configuration reference\nKey: server.port; Default: 8471\nKey: server.max_jobs; Default: 4\nThe file is read from /etc/app/app.toml at start.");
         // A setting no source writes is one they cannot answer about.
         let q = Question::new(
             "What's the default value of network.proxy in app.toml?",
@@ -3784,15 +3778,10 @@ mod natural_documents {
             None
         );
         // A list keyed by bare labels under a heading naming its series states each member.
-        let mut store = SourceStore::new();
-        store
-            .insert(SourceDocument::new(
-                "cli",
-                "v1",
-                true,
-                "Manual\nEXIT STATUS\n0: success\n4: repository locked by another process",
-            ))
-            .unwrap();
+        let store = one(
+            "cli",
+            "Manual\nEXIT STATUS\n0: success\n4: repository locked by another process",
+        );
         let q = Question::new(
             "The backup exited with status 4, what does that mean?",
             &store,
