@@ -31,6 +31,9 @@ pub struct SourceDocument {
     /// Whether the first line names the document (a prose document's title) rather than
     /// being one record among others.
     titled: bool,
+    /// The years this version applied in, when its manifest says (`effective`, `until`):
+    /// (first, last), `None` at an open end.
+    years: (Option<u32>, Option<u32>),
 }
 
 impl SourceDocument {
@@ -47,6 +50,30 @@ impl SourceDocument {
                 .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
                 .collect(),
             titled: true,
+            years: (None, None),
+        }
+    }
+
+    /// The same document with the dates it applied from and until (ISO dates, `2024-01-08`,
+    /// or years), as a manifest gives them: "what did it cost in 2024?" asks about the
+    /// version that applied then.
+    #[must_use]
+    pub fn applied(mut self, effective: Option<&str>, until: Option<&str>) -> Self {
+        let year = |date: Option<&str>| {
+            date.and_then(|d| d.get(..4))
+                .and_then(|y| y.parse::<u32>().ok())
+        };
+        self.years = (year(effective), year(until));
+        self
+    }
+
+    /// Whether this version applied in `year`, as far as its dates say: a version without
+    /// dates says nothing (`None`).
+    #[must_use]
+    pub fn applied_in(&self, year: u32) -> Option<bool> {
+        match self.years {
+            (None, None) => None,
+            (from, to) => Some(from.is_none_or(|f| f <= year) && to.is_none_or(|t| year <= t)),
         }
     }
 

@@ -74,6 +74,39 @@ pub const LIGHT_WORDS: &[&str] = &[
     "somebody",
     "anyone",
     "anybody",
+    // The people an asker speaks of (`my nan is 70`, `our son's car`): whose situation it
+    // is, not what is asked.
+    "mum",
+    "mom",
+    "dad",
+    "nan",
+    "nana",
+    "nanna",
+    "gran",
+    "granny",
+    "grandma",
+    "grandmother",
+    "grandad",
+    "granddad",
+    "grandpa",
+    "grandfather",
+    "son",
+    "daughter",
+    "wife",
+    "husband",
+    "brother",
+    "sister",
+    "aunt",
+    "auntie",
+    "uncle",
+    "niece",
+    "nephew",
+    "cousin",
+    "boyfriend",
+    "girlfriend",
+    "flatmate",
+    "housemate",
+    "roommate",
 ];
 
 /// Whether `word` (any case) is a light word ([`LIGHT_WORDS`]).
@@ -152,17 +185,48 @@ pub fn name_words(text: &str) -> Vec<String> {
 #[must_use]
 pub fn stem(word: &str) -> String {
     if word.chars().any(|c| c.is_ascii_digit()) {
-        return word.to_lowercase();
+        // `1st` is `first`: a small ordinal meets its word (`our first permit`).
+        return ordinal_word(word).map_or_else(|| word.to_lowercase(), stem);
     }
     let base = base_form(word);
     let short: String = base.chars().take(5).collect();
     // Words that ask for the same thing meet (`borrow` meets `lent`, `price` meets `cost`),
     // and so do their longer forms (`borrower`), but not a word that only shares their first
     // letters (`person` is not `personnel`).
+    // A word whose silent `e` went is not the shorter word it leaves (`care` is not `car`).
+    let lower = word.to_lowercase();
+    let dropped_e = lower.trim_end_matches('s').strip_suffix('e') == Some(base.as_str());
     concepts()
         .get(short.as_str())
-        .and_then(|related| related.iter().find(|(b, _)| base.starts_with(b.as_str())))
+        .and_then(|related| {
+            related.iter().find(|(b, _)| {
+                base.starts_with(b.as_str()) && !(dropped_e && *b == base && !related_ends_in_e(b))
+            })
+        })
         .map_or(short, |(_, concept)| concept.clone())
+}
+
+/// Whether a [`RELATED`] word with base form `base` is written with a final `e` (`close`
+/// of `clos`), so that a word that dropped its `e` meets it.
+fn related_ends_in_e(base: &str) -> bool {
+    RELATED
+        .iter()
+        .flat_map(|g| g.iter())
+        .any(|w| w.strip_suffix('e') == Some(base))
+}
+
+/// The word of a small ordinal written in digits (`1st` is `first`, `3rd` is `third`).
+fn ordinal_word(word: &str) -> Option<&'static str> {
+    const WORDS: [&str; 10] = [
+        "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+        "tenth",
+    ];
+    let lower = word.to_lowercase();
+    let digits = ["st", "nd", "rd", "th"]
+        .iter()
+        .find_map(|end| lower.strip_suffix(end))?;
+    let n: usize = digits.parse().ok()?;
+    (1..=WORDS.len()).contains(&n).then(|| WORDS[n - 1])
 }
 
 /// Groups of everyday English words that ask for the same thing, so that a question's word
@@ -211,6 +275,14 @@ const RELATED: &[&[&str]] = &[
     &["sick", "ill", "illness", "sickness"],
     &["doctor", "physician"],
     &["medicine", "medication", "drug"],
+    &[
+        "injection",
+        "jab",
+        "vaccination",
+        "vaccinate",
+        "immunisation",
+        "immunization",
+    ],
     &["car", "vehicle"],
     &["bicycle", "bike"],
     &["wide", "wider", "widest", "width"],
@@ -542,14 +614,18 @@ pub fn content_stems(text: &str) -> Vec<String> {
 /// ([`with_redone`]) and a phrasal verb its one-word equivalent ([`with_phrasal`]).
 #[must_use]
 pub fn reading(text: &str) -> std::borrow::Cow<'_, str> {
-    let read = match with_redone(text) {
-        std::borrow::Cow::Borrowed(t) => with_phrasal(t),
-        std::borrow::Cow::Owned(t) => std::borrow::Cow::Owned(with_phrasal(&t).into_owned()),
+    // Compounds first: the other readings write the text back as its words, which would
+    // part `Wi-Fi` into two fragments.
+    let joined = joined_compounds(text);
+    let whole = joined.as_deref().unwrap_or(text);
+    let read = match with_redone(whole) {
+        std::borrow::Cow::Borrowed(t) => with_phrasal(t).into_owned(),
+        std::borrow::Cow::Owned(t) => with_phrasal(&t).into_owned(),
     };
-    match joined_compounds(&read) {
-        Some(joined) => std::borrow::Cow::Owned(joined),
-        None => read,
+    if joined.is_none() && read == text {
+        return std::borrow::Cow::Borrowed(text);
     }
+    std::borrow::Cow::Owned(read)
 }
 
 /// `text` with a hyphen taken out of a word made of two short pieces (`Wi-Fi` is `WiFi`,
@@ -603,6 +679,7 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
         "return",
     ),
     (&["fill"], "in", "complete"),
+    (&["sign"], "up", "join"),
     (&["fill"], "out", "complete"),
     (&["call"], "off", "cancel"),
     (&["set"], "up", "install"),
@@ -622,6 +699,8 @@ const IDIOMS: &[(&[&str], &str)] = &[
     (&["a", "new", "one"], "replacement"),
     // "When did the current fares come in?": what is in force is what is current.
     (&["in", "force"], "current"),
+    // "Who is in charge at the site?": who runs it.
+    (&["in", "charge"], "manager"),
     (&["into", "force"], "current"),
 ];
 
@@ -704,7 +783,15 @@ pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
         .iter()
         .enumerate()
         .map(|(i, word)| {
-            let verb = (i > 0 && word.eq_ignore_ascii_case("again"))
+            // `start the whole course again`: a noun after a determiner is done again by
+            // the verb before it, and is no verb itself (`recourse`).
+            let object = i > 1
+                && [
+                    "the", "a", "an", "whole", "this", "that", "my", "your", "our", "his", "her",
+                    "their", "its",
+                ]
+                .contains(&all[i - 2].to_lowercase().as_str());
+            let verb = (i > 0 && word.eq_ignore_ascii_case("again") && !object)
                 .then(|| redone(all[i - 1]))
                 .flatten();
             changed |= verb.is_some();
@@ -1256,15 +1343,31 @@ pub fn states_location(text: &str) -> bool {
 /// written: they answer "where" without a name, unless they are what the question names.
 #[must_use]
 pub fn place_nouns(text: &str) -> Vec<&str> {
-    words(text)
-        .into_iter()
-        .filter(|t| {
-            let lower = t.to_lowercase();
-            PLACE_NOUNS.contains(&lower.as_str())
+    // A place noun answers "where" as a place (`at the front desk`, `in the kitchen`, `Tram
+    // stops have …`), not as what names a kind of thing (`your kitchen caddy`).
+    const AT: &[&str] = &[
+        "at", "in", "on", "inside", "behind", "beside", "near", "by", "from", "outside", "under",
+        "opposite", "to", "into", "next",
+    ];
+    let all = words(text);
+    (0..all.len())
+        .filter(|&i| {
+            let lower = all[i].to_lowercase();
+            let place = PLACE_NOUNS.contains(&lower.as_str())
                 || lower
                     .strip_suffix('s')
-                    .is_some_and(|one| PLACE_NOUNS.contains(&one))
+                    .is_some_and(|one| PLACE_NOUNS.contains(&one));
+            // A singular one before another word may only name a kind of thing; plural,
+            // or ending its phrase, it is the place (`Tram stops have …`, `the office is`).
+            let head =
+                lower.ends_with('s') || all.get(i + 1).is_none_or(|next| is_function_word(next));
+            place
+                && (head
+                    || all[i.saturating_sub(3)..i]
+                        .iter()
+                        .any(|w| AT.contains(&w.to_lowercase().as_str())))
         })
+        .map(|i| all[i])
         .collect()
 }
 
@@ -1711,6 +1814,362 @@ pub fn length_ranges(text: &str) -> Vec<(u32, u32)> {
             out
         })
         .collect()
+}
+
+/// A token of a measure: a number, a word, or what joins or ends them.
+#[derive(Debug, Clone, PartialEq)]
+enum MeasureToken {
+    Number(f64),
+    Word(String),
+    /// `–`, `-`, `to`: between the two ends of a range.
+    Dash,
+    /// `10+`: and more.
+    Plus,
+    /// `;`, `,`, `.` and brackets: a field or clause ends, and a measure with it.
+    Stop,
+}
+
+/// `text` as [`MeasureToken`]s, lower case: `150g/km` is `150` and `g/km`, `10–25kg` is
+/// `10`, a dash, `25` and `kg`. A clock time (`08:00`) or a dotted release (`2.9.3`) is a
+/// word, not a number.
+fn measure_tokens(text: &str) -> Vec<MeasureToken> {
+    let chars: Vec<char> = text.to_lowercase().chars().collect();
+    let digit = |i: usize| chars.get(i).is_some_and(char::is_ascii_digit);
+    let letter = |i: usize| chars.get(i).is_some_and(|c| c.is_alphabetic());
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        // A number inside a name (`A4`, `NCT04123456`, `VELA-2`) measures nothing.
+        let named = i > 0
+            && (chars[i - 1].is_alphanumeric()
+                || (chars[i - 1] == '-' && i > 1 && chars[i - 2].is_alphabetic()));
+        if c.is_ascii_digit() && named {
+            let start = i;
+            while chars.get(i).is_some_and(|c| c.is_alphanumeric()) {
+                i += 1;
+            }
+            out.push(MeasureToken::Word(chars[start..i].iter().collect()));
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while digit(i) || (matches!(chars.get(i), Some('.' | ':' | ',')) && digit(i + 1)) {
+                // `1,000` is a thousand; `Mon, 2` is a list.
+                if chars[i] == ','
+                    && !(digit(i + 1) && digit(i + 2) && digit(i + 3) && !digit(i + 4))
+                {
+                    break;
+                }
+                i += 1;
+            }
+            let written: String = chars[start..i].iter().filter(|c| **c != ',').collect();
+            let dots = written.matches('.').count();
+            match written.parse::<f64>() {
+                Ok(n) if dots <= 1 && !written.contains(':') => out.push(MeasureToken::Number(n)),
+                _ => out.push(MeasureToken::Word(written)),
+            }
+        } else if c.is_alphabetic() {
+            let start = i;
+            while letter(i) || (matches!(chars.get(i), Some('/' | '\'')) && letter(i + 1)) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            out.push(if word == "to" {
+                MeasureToken::Dash
+            } else {
+                MeasureToken::Word(word)
+            });
+        } else {
+            match c {
+                '–' | '—' | '-' => out.push(MeasureToken::Dash),
+                '+' => out.push(MeasureToken::Plus),
+                ';' | ',' | '.' | '(' | ')' | '?' | '!' | '|' => out.push(MeasureToken::Stop),
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The unit a word after a number is (`kg`, `g/km`, `items`), in one spelling (`kilos`
+/// is `kg`, `items` is `item`), or `None` when it is no unit: a function word, a length of
+/// time in days (read by [`length_ranges`]), an age, a count of people (read by
+/// [`party_ranges`]), a calendar word or an ordinal's ending (`1st`).
+fn measure_unit(word: &str) -> Option<String> {
+    const ALIASES: &[(&[&str], &str)] = &[
+        (&["kilo", "kilos", "kilogram", "kilograms", "kgs"], "kg"),
+        (&["gram", "grams", "gramme", "grammes"], "g"),
+        (&["litre", "litres", "liter", "liters", "ltr"], "l"),
+        (
+            &["millilitre", "millilitres", "milliliter", "milliliters"],
+            "ml",
+        ),
+        (&["metre", "metres", "meter", "meters"], "m"),
+        (
+            &["kilometre", "kilometres", "kilometer", "kilometers", "kms"],
+            "km",
+        ),
+        (
+            &[
+                "centimetre",
+                "centimetres",
+                "centimeter",
+                "centimeters",
+                "cms",
+            ],
+            "cm",
+        ),
+        (
+            &["millimetre", "millimetres", "millimeter", "millimeters"],
+            "mm",
+        ),
+        (&["mile", "miles"], "mi"),
+        (&["pound", "pounds", "lbs"], "lb"),
+        (&["hour", "hours", "hr", "hrs"], "h"),
+        (&["minute", "minutes", "mins"], "min"),
+    ];
+    const NOT_UNITS: &[&str] = &[
+        "st", "nd", "rd", "th", "am", "pm", "old", "olds", "yr", "yrs", "more", "less", "or",
+        "and", "per", "x", "p", "percent",
+    ];
+    // A verb's form after a number (`12 arriving`, `3 booked`) is no unit.
+    let verb = word.chars().count() > 4 && (word.ends_with("ing") || word.ends_with("ed"));
+    if word.chars().count() > 14
+        || verb
+        || is_light_word(word)
+        || is_function_word(word)
+        || NOT_UNITS.contains(&word)
+        || days_per(word).is_some()
+        || is_calendar_word(word)
+        || PARTY_WORDS.contains(&word)
+        || matches!(
+            word,
+            "person" | "adult" | "child" | "children" | "guest" | "student"
+        )
+    {
+        return None;
+    }
+    if let Some((_, unit)) = ALIASES.iter().find(|(forms, _)| forms.contains(&word)) {
+        return Some((*unit).to_owned());
+    }
+    let one = match word.strip_suffix('s') {
+        Some(rest) if rest.chars().count() >= 3 && !rest.ends_with('s') => rest,
+        _ => word,
+    };
+    Some(one.to_owned())
+}
+
+/// The measures `text` states as a number and a unit (`my dog weighs 18kg`, `it does
+/// 150g/km`), as (unit, value): the asker's own, which a range of the same unit may hold.
+#[must_use]
+pub fn stated_measures(text: &str) -> Vec<(String, f64)> {
+    // A bound the question states (`above 3 times the limit`, `between 10 and 20 kg`) is
+    // what it asks about, not the asker's own measure.
+    const BOUNDS: &[&str] = &[
+        "above",
+        "over",
+        "under",
+        "below",
+        "than",
+        "to",
+        "least",
+        "most",
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "between",
+        "and",
+        "exceeding",
+        "upto",
+    ];
+    let t = measure_tokens(text);
+    (0..t.len().saturating_sub(1))
+        .filter_map(|i| match (&t[i], &t[i + 1]) {
+            (MeasureToken::Number(n), MeasureToken::Word(u)) => {
+                let bound =
+                    i.checked_sub(1).is_some_and(|j| match &t[j] {
+                        MeasureToken::Word(w) => BOUNDS.contains(&w.as_str()),
+                        MeasureToken::Dash => true,
+                        _ => false,
+                    }) || matches!(t.get(i + 2), Some(MeasureToken::Dash | MeasureToken::Plus));
+                measure_unit(u).filter(|_| !bound).map(|u| (u, *n))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The ranges of a measure `text` states, each as (unit, lowest, highest): `10–25 kg`,
+/// `111 to 170 g/km`, `between 10 and 25 kg`, `up to 10 kg`, `under 5kg`, `over 25 kg`,
+/// `171 g/km and over`, `25kg+`. A range ends at a field or a clause; lengths of time in
+/// days, ages and counts of people have readings of their own ([`length_ranges`],
+/// [`age_ranges`], [`party_ranges`]).
+#[must_use]
+pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
+    use MeasureToken::{Dash, Number, Plus, Word};
+    let t = measure_tokens(text);
+    let word = |i: usize| match t.get(i) {
+        Some(Word(w)) => Some(w.as_str()),
+        _ => None,
+    };
+    let number = |i: usize| match t.get(i) {
+        Some(Number(n)) => Some(*n),
+        _ => None,
+    };
+    let unit = |i: usize| word(i).and_then(measure_unit);
+    // Just above or below a bound that is not itself held (`over 25 kg`).
+    const STEP: f64 = 1e-6;
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        let Some(n) = number(i) else { continue };
+        // `up to` reads its `to` as a dash.
+        let up_to = i >= 2 && t[i - 1] == Dash && word(i - 2) == Some("up");
+        let before = if up_to {
+            (Some("up"), Some("to"))
+        } else {
+            (
+                i.checked_sub(2).and_then(word),
+                i.checked_sub(1).and_then(word),
+            )
+        };
+        // `10–25 kg`, `10 to 25 kg`, `10kg–25kg`, `between 10 and 25 kg`.
+        let second = match (t.get(i + 1), t.get(i + 2)) {
+            (Some(Dash), Some(Number(m))) => Some((*m, i + 3)),
+            (Some(Word(w)), Some(Number(m))) if w == "and" && before.1 == Some("between") => {
+                Some((*m, i + 3))
+            }
+            (Some(Word(_)), Some(Dash)) => number(i + 3).map(|m| (m, i + 4)),
+            _ => None,
+        };
+        if let Some((m, u)) = second {
+            if let Some(u) = unit(u).filter(|_| m > n) {
+                if unit(i + 1).is_none_or(|first| first == u) {
+                    out.push((u, n, m));
+                }
+            }
+            continue;
+        }
+        let Some(u) = unit(i + 1) else { continue };
+        let bound = match (before, word(i + 2), word(i + 3), t.get(i + 2)) {
+            (
+                (_, Some("under" | "below")) | (Some("less" | "fewer" | "lower"), Some("than")),
+                ..,
+            ) => Some((0.0, n - STEP)),
+            (
+                (Some("up"), Some("to"))
+                | (_, Some("max" | "maximum" | "upto"))
+                | (Some("at"), Some("most")),
+                ..,
+            )
+            | ((Some("no" | "not"), Some("more" | "over")), ..) => Some((0.0, n)),
+            (
+                (_, Some("over" | "above" | "exceeding"))
+                | (Some("more" | "greater" | "higher"), Some("than")),
+                ..,
+            ) => Some((n + STEP, f64::INFINITY)),
+            ((Some("at"), Some("least")) | (_, Some("min" | "minimum" | "from")), ..) => {
+                Some((n, f64::INFINITY))
+            }
+            (_, Some("or" | "and"), Some("more" | "over" | "above" | "heavier" | "longer"), _)
+            | (_, _, _, Some(Plus)) => Some((n, f64::INFINITY)),
+            (_, Some("or" | "and"), Some("less" | "under" | "below" | "fewer" | "lighter"), _) => {
+                Some((0.0, n))
+            }
+            _ => None,
+        };
+        if let Some((lo, hi)) = bound {
+            out.push((u, lo, hi));
+        }
+    }
+    out
+}
+
+/// Whether a token is a year (`2024`), within the years documents speak of.
+#[must_use]
+pub fn is_year(token: &str) -> bool {
+    year_in(token).is_some()
+}
+
+/// A year a token states (`2024`), within the years documents speak of.
+fn year_in(token: &str) -> Option<u32> {
+    (token.len() == 4)
+        .then(|| token.parse::<u32>().ok())
+        .flatten()
+        .filter(|y| (1900..=2100).contains(y))
+}
+
+/// The years `text` states (`in 2024`, `the 2025-26 season`, `1 January 2026`).
+#[must_use]
+pub fn stated_years(text: &str) -> Vec<u32> {
+    words(text).into_iter().filter_map(year_in).collect()
+}
+
+/// The years `text` states, each as an inclusive range: a year alone (`2024`) is itself;
+/// `2025-26` and `2024 to 2026` are both ends; `before 2001` ends the year before, `before
+/// March 2001` in it; `since 2019`, `from 2019`, `2019 onwards` and `2019 or later` have no
+/// end, `after 2019` starts the year after.
+#[must_use]
+pub fn year_ranges(text: &str) -> Vec<(u32, u32)> {
+    let lower = text.to_lowercase();
+    let t = words(&lower);
+    let mut out = Vec::new();
+    for (i, token) in t.iter().enumerate() {
+        let Some(y) = year_in(token) else { continue };
+        // `2025-26`, `2025/26`, `2024 to 2026`.
+        let next = t.get(i + 1).copied();
+        let joined = next.filter(|n| {
+            n.len() == 2
+                && n.chars().all(|c| c.is_ascii_digit())
+                && ["-", "/", "–"]
+                    .iter()
+                    .any(|j| lower.contains(&format!("{token}{j}{n}")))
+        });
+        if let Some(end) = joined.and_then(|n| n.parse::<u32>().ok()) {
+            let end = y / 100 * 100 + end;
+            if end > y {
+                out.push((y, end));
+                continue;
+            }
+        }
+        if let (Some("to" | "until" | "through"), Some(end)) =
+            (next, t.get(i + 2).and_then(|w| year_in(w)))
+        {
+            if end > y {
+                out.push((y, end));
+                continue;
+            }
+        }
+        // What stands before the year, past a day and a month (`before 1 March 2001`).
+        let mut j = i;
+        while j > 0
+            && (is_calendar_word(t[j - 1])
+                || t[j - 1].chars().all(|c| c.is_ascii_digit()) && t[j - 1].len() <= 2
+                || matches!(t[j - 1], "st" | "nd" | "rd" | "th" | "the" | "of"))
+        {
+            j -= 1;
+        }
+        let dated = j < i;
+        let before = j.checked_sub(1).map(|k| t[k]);
+        let before2 = j.checked_sub(2).map(|k| t[k]);
+        let after = (next, t.get(i + 2).copied());
+        let range = match (before2, before) {
+            (_, Some("before" | "until" | "till" | "til")) | (Some("prior"), Some("to")) => {
+                Some((1900, if dated { y } else { y - 1 }))
+            }
+            (Some("up"), Some("to")) => Some((1900, y)),
+            (_, Some("after")) => Some((if dated { y } else { y + 1 }, 2100)),
+            (_, Some("since" | "from")) if next != Some("to") => Some((y, 2100)),
+            _ => match after {
+                (Some("onwards" | "onward"), _)
+                | (Some("or" | "and"), Some("later" | "after" | "onwards")) => Some((y, 2100)),
+                (Some("or" | "and"), Some("earlier" | "before")) => Some((1900, y)),
+                _ => None,
+            },
+        };
+        out.push(range.unwrap_or((y, y)));
+    }
+    out
 }
 
 /// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).

@@ -17,10 +17,11 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, length_ranges, locators, money_amounts, party_ranges,
-    place_nouns, reading, release_ranges, stated_age, stated_lengths, stated_party,
-    stated_releases, states_extent, states_location, states_money, states_size, stem, times,
-    unclipped, with_apostrophes, without_locators, without_locators_but, words,
+    is_label, is_light_word, is_weekday, is_year, length_ranges, locators, measure_ranges,
+    money_amounts, party_ranges, place_nouns, reading, release_ranges, stated_age, stated_lengths,
+    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
+    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
+    without_locators_but, words, year_ranges,
 };
 use crate::rejection::{Location, Violation};
 
@@ -242,7 +243,8 @@ impl Qualifier {
                 Some((n, u)) if number(n) && word(u) => (n, u),
                 _ => (*a, b),
             };
-            if number(value) && word(unit) {
+            // `the 2024 terms` is a year's, which [`Question::year_fits`] reads.
+            if number(value) && word(unit) && !is_year(value) {
                 out.push(Self::Amount {
                     value: value.trim_start_matches('0').to_owned(),
                     unit: stem(unit),
@@ -265,6 +267,80 @@ impl Qualifier {
         match self {
             Self::Label { head, value } => format!("`{head}… {value}`"),
             Self::Amount { value, unit } => format!("`{value} {unit}…`"),
+        }
+    }
+}
+
+/// A form of contact a question asks for, which an answer states in its own shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Contact {
+    /// An email address: it has an `@`.
+    Email,
+    /// A phone number: six digits or more, maybe spaced.
+    Phone,
+    /// A web address: `www.`, `http`, or a dotted domain.
+    Web,
+}
+
+impl Contact {
+    /// The contact `question` (lower case) asks for: "what's the email address", "what
+    /// number do I ring", "the website"; `None` for a yes or no ("can I email them?").
+    fn asked(question: &str) -> Option<Self> {
+        if AnswerKind::of(question) == AnswerKind::YesNo {
+            return None;
+        }
+        let w = words(question);
+        let has = |x: &str| w.contains(&x);
+        if has("email") || w.windows(2).any(|p| p == ["e", "mail"]) {
+            Some(Self::Email)
+        } else if has("website") || has("url") || w.windows(2).any(|p| p == ["web", "address"]) {
+            Some(Self::Web)
+        } else if (has("number") || has("numbers"))
+            && ["phone", "telephone", "ring", "call", "text", "dial"]
+                .iter()
+                .any(|x| has(x))
+        {
+            Some(Self::Phone)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `text` states a contact of this form.
+    fn stated(self, text: &str) -> bool {
+        match self {
+            Self::Email => text.contains('@'),
+            Self::Phone => {
+                let mut run = 0;
+                text.chars().any(|c| {
+                    if c.is_ascii_digit() {
+                        run += 1;
+                    } else if !matches!(c, ' ' | '-' | '(' | ')' | '+') {
+                        run = 0;
+                    }
+                    run >= 6
+                })
+            }
+            Self::Web => {
+                let lower = text.to_lowercase();
+                lower.contains("www.")
+                    || lower.contains("http")
+                    || locators(text).iter().any(|l| {
+                        l.contains('.')
+                            && [".com", ".org", ".net", ".uk", ".gov", ".io", ".co", ".eu"]
+                                .iter()
+                                .any(|d| l.to_lowercase().contains(d))
+                    })
+            }
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Email => "an email address",
+            Self::Phone => "a phone number",
+            Self::Web => "a web address",
         }
     }
 }
@@ -344,6 +420,14 @@ impl Measure {
             || question.contains("how far");
         if extent {
             return Some(Self::Extent);
+        }
+        // "How much of the hire charge do we get back?": a share of a sum, which a
+        // percentage states as well as money does.
+        if tokens
+            .windows(3)
+            .any(|w| w[0] == "how" && w[1] == "much" && w[2] == "of")
+        {
+            return Some(Self::Saving);
         }
         let how_much_is = tokens
             .windows(3)
@@ -542,6 +626,13 @@ pub struct Question {
     /// The releases the question states (`we still run 2.9.3`), as
     /// [`crate::lexicon::stated_releases`] orders them.
     releases: Vec<u32>,
+    /// The measures the question states as a number and a unit (`18kg`, `150g/km`), as
+    /// [`crate::lexicon::stated_measures`] reads them.
+    measures: Vec<(String, f64)>,
+    /// The years the question states (`in 2024`).
+    years: Vec<u32>,
+    /// The form of contact the question asks for (`what's the email address`).
+    contact: Option<Contact>,
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
@@ -839,7 +930,7 @@ impl Question {
         };
         let tokens = words(&lower);
         let age = |i: usize| is_age_old(&tokens, i);
-        let earlier = asks_earlier(question, &superseded);
+        let earlier = asks_earlier(question, &superseded) || asks_of_earlier_years(question, store);
         // "The earlier fees schedule", "the old rules": the words that ask for an earlier
         // version and the words they qualify name the version asked about, not what is
         // asked of it.
@@ -939,15 +1030,22 @@ impl Question {
             .filter(|&i| age(i))
             .flat_map(|i| [stem(tokens[i - 1]), stem(tokens[i])])
             .collect();
+        // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
+        let measured: BTreeSet<String> = stated_measures(question)
+            .iter()
+            .flat_map(|(unit, _)| words(unit).into_iter().map(stem).collect::<Vec<_>>())
+            .collect();
         let beyond: Vec<String> = terms
             .iter()
             .filter(|t| {
                 let named = ids.is_empty() && names.iter().any(|(n, _)| n == *t);
-                // A number the question states is the asker's (`I'm 70`), not what it asks.
-                let number = t.chars().all(|c| c.is_ascii_digit());
+                // A number the question states is the asker's (`I'm 70`), not what it asks;
+                // so is a measure or a date written with one (`150g`, `13th`).
+                let number = t.chars().next().is_some_and(|c| c.is_ascii_digit());
                 !named
                     && !number
                     && !aged.contains(*t)
+                    && !measured.contains(*t)
                     && !light.contains(*t)
                     && !capitalised.contains(*t)
                     && !ids.iter().any(|id| content_stems(id).contains(t))
@@ -993,7 +1091,9 @@ impl Question {
         // What a `what is the …` question asks for, in a word no line of any source states,
         // even a common one (`speed` in "What is the speed limit for trams?"): the sources
         // state what they have a value for, so none of them answers it.
-        for w in attribute_phrase(&lower) {
+        // Read as the sources are (`wi-fi` is `wifi`).
+        let read = reading(&lower).to_lowercase();
+        for w in attribute_phrase(&read) {
             let t = stem(w);
             if !GENERIC_ATTRIBUTES.contains(&w)
                 && !LIMIT_ASKED.contains(&w)
@@ -1106,6 +1206,9 @@ impl Question {
             absent,
             members,
             releases: stated_releases(question),
+            measures: stated_measures(question),
+            years: stated_years(question),
+            contact: Contact::asked(&lower),
             titles,
             sections,
             earlier,
@@ -1212,7 +1315,8 @@ impl Question {
             .filter(|d| !d.in_force())
             .map(|d| d.version())
             .collect();
-        asks_earlier(&without_locators(text), &superseded)
+        let text = without_locators(text);
+        asks_earlier(&text, &superseded) || asks_of_earlier_years(&text, store)
     }
 
     /// Whether a source is about the question's subject: it states every id the question
@@ -1398,6 +1502,14 @@ impl Question {
             ));
         }
         let asked: BTreeSet<&String> = self.terms.iter().collect();
+        // "What's the email address?": an address of another kind (`3 Mercer Street`) or a
+        // phone number does not answer it.
+        if let Some(contact) = self.contact.filter(|c| !c.stated(text)) {
+            return Some(format!(
+                "the question asks for {}, and it states none",
+                contact.describe()
+            ));
+        }
         match self.kind {
             AnswerKind::Quantity => {
                 // "How many participants": an amount of something else (`26 weeks`) does
@@ -1523,7 +1635,10 @@ impl Question {
         // So has one whose range holds the asker's own age, group size, length of time or release
         // (`Notice given: 4 to 13 days` for "we were due to arrive in 10 days"); a day of
         // the week does not: "open on Sundays" and "parking on Sundays" ask different things.
-        let pinned = !self.qualifiers.is_empty() || self.held(text) > 0;
+        // A measure's range (`25.1–45 kg` for "a 30kg dog") picks the row but does not say
+        // what of it is asked: `castration` does not answer for a cremation.
+        let pinned = !self.qualifiers.is_empty()
+            || self.held(text) > usize::from(self.measure_fits(text) == Some(true));
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
@@ -1633,11 +1748,41 @@ impl Question {
         holds(&self.releases, &release_ranges(line))
     }
 
-    /// The question's own age, party, lengths of time, days, records and releases against
-    /// `line`'s ([`Question::age_fits`], [`Question::party_fits`],
+    /// Whether `line` is about the measures the question states: `false` when it states
+    /// ranges of a unit the question states a measure in (`CO2 emissions: 111–170 g/km`,
+    /// `up to 10 kg`) and none holds it (`it does 180g/km`); `true` when one does; `None`
+    /// when the question states no measure or the line no range of its unit.
+    #[must_use]
+    pub fn measure_fits(&self, line: &str) -> Option<bool> {
+        if self.measures.is_empty() {
+            return None;
+        }
+        let ranges: Vec<(String, f64, f64)> = measure_ranges(line)
+            .into_iter()
+            .filter(|(unit, ..)| self.measures.iter().any(|(u, _)| u == unit))
+            .collect();
+        (!ranges.is_empty()).then(|| {
+            ranges.iter().any(|(unit, lo, hi)| {
+                self.measures
+                    .iter()
+                    .any(|(u, v)| u == unit && (*lo..=*hi).contains(v))
+            })
+        })
+    }
+
+    /// Whether `line` is about the year the question states: `false` when it states years
+    /// (`for the 2025 season`, `before March 2001`) and none is or holds one the question
+    /// states (`last year, in 2024`); `true` when one does; `None` when either states none.
+    #[must_use]
+    pub fn year_fits(&self, line: &str) -> Option<bool> {
+        holds(&self.years, &year_ranges(line))
+    }
+
+    /// The question's own age, party, lengths of time, days, records, releases, measures
+    /// and years against `line`'s ([`Question::age_fits`], [`Question::party_fits`],
     /// [`Question::length_fits`], [`Question::day_fits`], [`Question::member_fits`],
-    /// [`Question::release_fits`]).
-    fn fitting(&self, line: &str) -> [Option<bool>; 6] {
+    /// [`Question::release_fits`], [`Question::measure_fits`], [`Question::year_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 8] {
         [
             self.age_fits(line),
             self.party_fits(line),
@@ -1645,6 +1790,8 @@ impl Question {
             self.day_fits(line),
             self.member_fits(line),
             self.release_fits(line),
+            self.measure_fits(line),
+            self.year_fits(line),
         ]
     }
 
@@ -1655,9 +1802,11 @@ impl Question {
         !self.fitting(line).contains(&Some(false))
     }
 
-    /// How many of the asker's own age, group size, lengths of time and release `line`
-    /// states a range holding (`aged 16–25` for "I'm 22", `2.9.0 to 2.9.4` for "we run
-    /// 2.9.3"): what the question says in its words, the line says in its range.
+    /// How many of the asker's own age, group size, lengths of time, release and measures
+    /// `line` states a range holding (`aged 16–25` for "I'm 22", `2.9.0 to 2.9.4` for "we
+    /// run 2.9.3", `111–170 g/km` for "it does 150g/km"): what the question says in its
+    /// words, the line says in its range. (A year is not counted: a line stating the year
+    /// already shares its word.)
     #[must_use]
     pub fn held(&self, line: &str) -> usize {
         [
@@ -1665,6 +1814,7 @@ impl Question {
             self.party_fits(line),
             self.length_fits(line),
             self.release_fits(line),
+            self.measure_fits(line),
         ]
         .iter()
         .filter(|f| **f == Some(true))
@@ -1679,7 +1829,9 @@ impl Question {
         // with (`Weekend (Fri–Sat)`) holds them as it means them.
         let day_word = !self.day_words.is_empty()
             && day_words(line).iter().any(|d| self.day_words.contains(d));
-        self.fitting(line)
+        // A measure's or a year's range picks the line, not the span within it: a record
+        // keyed by `CO2 emissions: 111–170 g/km` answers with its `2nd permit` field alone.
+        self.fitting(line)[..6]
             .iter()
             .filter(|f| **f == Some(true))
             .count()
@@ -2202,6 +2354,22 @@ fn marks_earlier(tokens: &[&str], i: usize) -> bool {
     ];
     EARLIER.contains(&tokens[i])
         || (tokens[i] == "before" && tokens[i + 1..].iter().take(4).any(|w| CHANGES.contains(w)))
+}
+
+/// Whether `question` names a year (`last year, in 2024`) in which a superseded version of
+/// a source applied and the version in force did not, as the manifest dates them.
+fn asks_of_earlier_years(question: &str, store: &SourceStore) -> bool {
+    let years = stated_years(question);
+    store.documents().filter(|d| !d.in_force()).any(|old| {
+        let current = store
+            .versions(old.source_id())
+            .iter()
+            .find(|d| d.in_force());
+        years.iter().any(|y| {
+            old.applied_in(*y) == Some(true)
+                && current.is_some_and(|c| c.applied_in(*y) == Some(false))
+        })
+    })
 }
 
 fn asks_earlier(question: &str, superseded: &[&str]) -> bool {
@@ -3651,8 +3819,8 @@ The club was founded in 1990.",
 mod natural_documents {
     use super::*;
     use crate::lexicon::{
-        age_ranges, days_stated, length_ranges, party_ranges, release_ranges, stated_age,
-        stated_lengths, stated_party, stated_releases,
+        age_ranges, days_stated, length_ranges, measure_ranges, party_ranges, release_ranges,
+        stated_age, stated_lengths, stated_measures, stated_party, stated_releases, year_ranges,
     };
     use crate::SourceDocument;
 
@@ -3847,6 +4015,173 @@ mod natural_documents {
                 .judge("Membership: Individual", &cited, &store, "/citations")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn measures_and_years_are_read_as_ranges_of_their_units() {
+        assert_eq!(
+            stated_measures(
+                "We've one permit; my other car does 150g/km CO2, and she weighs 18 kilos"
+            ),
+            [("g/km".to_owned(), 150.0), ("kg".to_owned(), 18.0)]
+        );
+        // A number in a name measures nothing, a verb is no unit, and a bound the question
+        // states is what it asks about.
+        assert!(stated_measures("What does a colour A4 violin cost in VELA-2?").is_empty());
+        assert!(stated_measures("We're a group of 12 arriving Friday").is_empty());
+        assert!(stated_measures("How many had ALT above 3 times the limit?").is_empty());
+        assert_eq!(
+            measure_ranges("Band: C; CO2 emissions: 111–170 g/km; 1st permit: £80"),
+            [("g/km".to_owned(), 111.0, 170.0)]
+        );
+        let ranges = measure_ranges("Weight: up to 10 kg; over 45 kg; 171 g/km and over; 25kg+");
+        assert_eq!(ranges.len(), 4, "{ranges:?}");
+        assert!(ranges[0].1 == 0.0 && ranges[0].2 == 10.0);
+        assert!(ranges[1].1 > 45.0 && ranges[1].2.is_infinite());
+        assert!(ranges[2].1 == 171.0 && ranges[3].1 == 25.0);
+        // Lengths of time, ages and clock times have readings of their own.
+        assert!(measure_ranges("Notice: 2 to 6 days; aged 16–25; open 08:00-16:00").is_empty());
+        assert_eq!(year_ranges("for the 2025 season"), [(2025, 2025)]);
+        assert_eq!(year_ranges("the 2025-26 calendar"), [(2025, 2026)]);
+        assert_eq!(
+            year_ranges("Vehicles registered before March 2001, or before 2001"),
+            [(1900, 2001), (1900, 2000)]
+        );
+        assert_eq!(year_ranges("since 2019"), [(2019, 2100)]);
+        let store = one(
+            "permits",
+            "Residents' permits\nBand: C; CO2 emissions: 111–170 g/km; 1st permit: £80; 2nd permit: £120\nBand: D; CO2 emissions: 171 g/km and over; 1st permit: £115; 2nd permit: £165\nA subscription costs £52 per bin for the 2025 season.",
+        );
+        let q = Question::new(
+            "What would a 2nd permit cost for my car? It does 150g/km CO2.",
+            &store,
+        );
+        let c = line(&store, "Band: C");
+        let d = line(&store, "Band: D");
+        assert_eq!(q.measure_fits(&c), Some(true));
+        assert_eq!(q.measure_fits(&d), Some(false));
+        assert!(!q.fits(&d));
+        assert_eq!(q.spans(&c)[0], "Band: C; 2nd permit: £120");
+        // A range of the asker's measure picks the row, not what of it is asked.
+        let castration = "Procedure: Castration; Weight: 25.1–45 kg; Price: £398";
+        let dog = Question::new(
+            "How much is a cremation for a 30kg dog?",
+            &one("p", castration),
+        );
+        assert_eq!(dog.measure_fits(castration), Some(true));
+        assert!(dog.misses(castration).is_some());
+        let q = Question::new("What did a bin cost per bin last year, in 2024?", &store);
+        assert_eq!(
+            q.year_fits("A subscription costs £52 per bin for the 2025 season."),
+            Some(false)
+        );
+        assert_eq!(q.year_fits("A bin costs £44."), None);
+    }
+
+    #[test]
+    fn a_year_a_superseded_version_applied_in_asks_for_it() {
+        let mut store = SourceStore::new();
+        for (version, in_force, effective, until, text) in [
+            (
+                "v1",
+                false,
+                "2024-01-08",
+                Some("2025-01-05"),
+                "Terms, 2024 season\nA bin costs £44 per year.",
+            ),
+            (
+                "v2",
+                true,
+                "2025-01-06",
+                None,
+                "Terms, 2025 season\nA bin costs £52 per year.",
+            ),
+        ] {
+            store
+                .insert(
+                    SourceDocument::new("terms", version, in_force, text)
+                        .applied(Some(effective), until),
+                )
+                .unwrap();
+        }
+        assert!(Question::new("What did a bin cost in 2024?", &store).asks_earlier_version());
+        assert!(!Question::new("What does a bin cost in 2025?", &store).asks_earlier_version());
+        assert!(!Question::new("What does a bin cost?", &store).asks_earlier_version());
+        assert!(Question::text_asks_earlier_version("a bin in 2024", &store));
+        // `the 2024 terms` names that version; it is no amount of terms a line must state.
+        let q = Question::new("What did a bin cost under the 2024 terms?", &store);
+        assert!(q.qualifiers.is_empty(), "{:?}", q.qualifiers);
+    }
+
+    #[test]
+    fn a_contact_asked_for_is_stated_in_its_form_and_a_share_answers_how_much_of() {
+        let store = one(
+            "contacts",
+            "Contacts\nClinic: Quillford Surgery, 3 Mercer Street, Quillford\nEmail the surgery at quillford@example.org.\nCall the emergency line on 01632 960999.\nNotice given: 21–41 days; Refund of hire charge: 50%",
+        );
+        let q = Question::new(
+            "What's the email address for the Quillford surgery?",
+            &store,
+        );
+        assert!(q
+            .misses("Clinic: Quillford Surgery, 3 Mercer Street, Quillford")
+            .is_some_and(|m| m.contains("email")));
+        assert_eq!(
+            q.misses("Email the surgery at quillford@example.org."),
+            None
+        );
+        let q = Question::new("What number do I ring in an emergency?", &store);
+        assert!(q
+            .misses("Call the emergency line on 01632 960999.")
+            .is_none());
+        assert!(q.misses("The emergency line is open all night.").is_some());
+        let q = Question::new(
+            "We cancel 30 days before the event. How much of the hire charge do we get back?",
+            &store,
+        );
+        assert_eq!(
+            q.misses("Notice given: 21–41 days; Refund of hire charge: 50%"),
+            None
+        );
+    }
+
+    #[test]
+    fn words_meet_as_they_are_meant() {
+        // An ordinal in digits is its word; `care` is not `car`; kin are the asker's.
+        assert_eq!(stem("1st"), stem("first"));
+        assert_eq!(stem("3rd"), stem("third"));
+        assert_ne!(stem("care"), stem("vehicle"));
+        assert_eq!(stem("car"), stem("vehicle"));
+        assert_eq!(stem("closed"), stem("shut"));
+        // `start the whole course again` does not restart a `recourse`; `Wi-Fi` stays one
+        // word when a verb in the line is done again.
+        assert!(!reading("start the whole course again").contains("recourse"));
+        assert!(reading("the Wi-Fi terms; accept them, then open it again").contains("WiFi"));
+        assert_eq!(reading("Is there a sign-up fee?"), "Is there a join fee");
+        assert!(place_nouns("Line your kitchen caddy with newspaper").is_empty());
+        assert_eq!(place_nouns("Tram stops have ticket machines"), ["stops"]);
+        assert_eq!(
+            place_nouns("Keep it in the kitchen cupboard"),
+            ["kitchen", "cupboard"]
+        );
+        let store = one(
+            "visitors",
+            "Visitor permits\nA book costs £15, or £7.50 if someone in the household is aged 65+.",
+        );
+        let q = Question::new(
+            "My nan lives with us and she's 70. How much is a book of visitor permits?",
+            &store,
+        );
+        assert!(q.unheard.is_empty(), "{:?}", q.unheard);
+        assert_eq!(
+            q.misses("A book costs £15, or £7.50 if someone in the household is aged 65+."),
+            None
+        );
+        let q = Question::new(
+            "Who's in charge at the depot?",
+            &one("d", "Depot\nSupervisor: Gemma Rusk"),
+        );
+        assert_eq!(q.misses("Supervisor: Gemma Rusk"), None);
     }
 
     #[test]

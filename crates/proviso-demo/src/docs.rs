@@ -195,7 +195,8 @@ impl DocsBase {
                 &info.version,
                 info.in_force,
                 &units.join("\n"),
-            );
+            )
+            .applied(info.effective.as_deref(), info.until.as_deref());
             store.insert(if kind_of(path) == Some("jsonl") {
                 document.records()
             } else {
