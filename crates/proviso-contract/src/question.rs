@@ -729,6 +729,9 @@ impl Question {
         // Each source's title (its first line), lower case.
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
+        // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
+        // what names each, by its id.
+        let referred = referred_records(store);
         for d in store.documents() {
             // A line is read with its section's heading, and with the line before it when
             // it refers back to it (`They must sleep in a private room`).
@@ -744,6 +747,12 @@ impl Question {
                     (Some(s), None) => s.to_owned(),
                     (None, Some(b)) => b.to_owned(),
                     (None, None) => continue,
+                };
+                // A record that refers to another by its id (`clinic: pl`) is about what
+                // that one names (`Pellinghurst Surgery`).
+                let context = match refers_to(line, &referred) {
+                    Some(names) => format!("{context} {names}"),
+                    None => context,
                 };
                 sections
                     .entry((d.source_id().to_owned(), line.to_owned()))
@@ -990,14 +999,21 @@ impl Question {
             .collect();
         // A capitalised word after the first (`Wren Hill Library`) names the subject, however
         // many lines state it.
+        // So does a name written in lower case (`the head nurse at pellinghurst`) that the
+        // sources only ever write with a capital, and that is no everyday word.
+        let names_only = names_written_only_capitalised(store);
         let capitals: Vec<&str> = words(question)
             .into_iter()
             .enumerate()
             .filter(|(i, w)| {
-                *i > 0
+                let capital = *i > 0
                     && w.chars().next().is_some_and(char::is_uppercase)
-                    && !is_function_word(w)
-                    && !opens_sentence(question, w)
+                    && !opens_sentence(question, w);
+                let lower_name = w.chars().all(char::is_lowercase)
+                    && w.chars().count() >= 4
+                    && !is_common_word(w)
+                    && names_only.contains(*w);
+                (capital || lower_name) && !is_function_word(w)
             })
             .map(|(_, w)| w)
             .collect();
@@ -1930,9 +1946,30 @@ impl Question {
         // Member price: £52`): the one value asked for, with whose it is, as a long record
         // is cited field by field.
         let record = record_fields(line);
-        if let Some(fields) = &record {
-            for field in &fields[1..] {
-                judge(&format!("{}; {field}", fields[0]));
+        // A record led by an opaque id (`id: st06; name: Dr Aniket Solberg; role: lead vet`)
+        // says whose it is by its name as well: its fields are cited after both.
+        let lead = record.as_ref().map(|fields| {
+            let id = fields[0].split_once(": ").is_some_and(|(k, _)| {
+                matches!(k.trim().to_lowercase().as_str(), "id" | "code" | "ref")
+            });
+            let named = fields[1..].iter().position(|f| {
+                f.split_once(": ").is_some_and(|(k, _)| {
+                    matches!(k.trim().to_lowercase().as_str(), "name" | "title")
+                })
+            });
+            match named {
+                Some(n) if id => (format!("{}; {}", fields[0], fields[n + 1]), n + 2),
+                _ => (fields[0].to_owned(), 1),
+            }
+        });
+        if let (Some(fields), Some((lead, after))) = (&record, &lead) {
+            for (k, field) in fields.iter().enumerate().skip(1) {
+                if *after == 1 || k + 1 != *after {
+                    judge(&format!("{lead}; {field}"));
+                }
+            }
+            if *after > 1 {
+                judge(lead);
             }
         }
         for i in 0..clauses.len() {
@@ -1995,6 +2032,9 @@ impl Question {
         // Wednesday"); of spans that answer as much, the one of fewest fields. A yes or no,
         // a reason or a thing is answered by the record as it stands (`status: terminated`
         // with the arm it is of).
+        let led = lead
+            .as_ref()
+            .map_or(1, |(lead, _)| lead.matches("; ").count() + 1);
         let fields = |span: &str| {
             if record.is_some() && short {
                 span.matches("; ").count()
@@ -2002,7 +2042,7 @@ impl Question {
                 0
             }
         };
-        let run = |span: &str| fields(span) > 1;
+        let run = |span: &str| fields(span) > led;
         // A record's span says whose it is: it opens with the record's first field. For an
         // amount, a time or a name, the model is offered only the fields that answer best
         // (a run of fields states the neighbours' values, which a small model copies);
@@ -2194,6 +2234,78 @@ fn record_fields(line: &str) -> Option<Vec<&str>> {
             .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
     };
     (fields.len() >= 2 && fields.iter().all(keyed)).then_some(fields)
+}
+
+/// The words `store` writes only with a capital, and at least once to open a name (not
+/// after another capitalised word, nor first in its line): its names (`Pellinghurst` in
+/// `town: Pellinghurst`), lower case. A word only ever written after another name
+/// (`Kettlemoor Bunkhouse`) is the kind of place that name is.
+fn names_written_only_capitalised(store: &SourceStore) -> BTreeSet<String> {
+    let mut opening: BTreeSet<String> = BTreeSet::new();
+    let mut lower: BTreeSet<String> = BTreeSet::new();
+    let capitalised = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+    for line in store.documents().flat_map(|d| d.lines().iter()) {
+        let all = words(line);
+        for (i, w) in all.iter().enumerate() {
+            if capitalised(w) {
+                let after_name = i > 0 && capitalised(all[i - 1]) && !is_function_word(all[i - 1]);
+                if i > 0 && !after_name && w.chars().skip(1).all(char::is_lowercase) {
+                    opening.insert(w.to_lowercase());
+                }
+            } else if w.chars().all(char::is_lowercase) {
+                lower.insert((*w).to_owned());
+            }
+        }
+    }
+    opening.retain(|w| !lower.contains(w));
+    opening
+}
+
+/// The records of `store`'s records files (JSON Lines) keyed by an id (`id: pl; name:
+/// Pellinghurst Surgery; town: Pellinghurst; …`): each id, lower case, with the values of
+/// the fields that name its record (a name, a title, a town or a place), joined.
+fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
+    const NAMING: &[&str] = &["name", "title", "town", "city", "site", "place", "location"];
+    let mut out = BTreeMap::new();
+    for d in store.documents().filter(|d| d.title().is_none()) {
+        for line in d.lines() {
+            let Some(fields) = record_fields(line) else {
+                continue;
+            };
+            let Some((key, id)) = fields[0].split_once(": ") else {
+                continue;
+            };
+            if !matches!(key.trim().to_lowercase().as_str(), "id" | "code" | "ref") {
+                continue;
+            }
+            let names: Vec<&str> = fields[1..]
+                .iter()
+                .filter_map(|f| f.split_once(": "))
+                .filter(|(k, _)| NAMING.contains(&k.trim().to_lowercase().as_str()))
+                .map(|(_, v)| v.trim())
+                .collect();
+            if !names.is_empty() {
+                out.insert(id.trim().to_lowercase(), names.join(" "));
+            }
+        }
+    }
+    out
+}
+
+/// What the records `line` refers to by their ids name ([`referred_records`]): a field
+/// after the first whose whole value is another record's id (`clinic: pl`).
+fn refers_to(line: &str, referred: &BTreeMap<String, String>) -> Option<String> {
+    if referred.is_empty() {
+        return None;
+    }
+    let fields = record_fields(line)?;
+    let names: Vec<&str> = fields[1..]
+        .iter()
+        .filter_map(|f| f.split_once(": "))
+        .filter_map(|(_, v)| referred.get(&v.trim().to_lowercase()))
+        .map(String::as_str)
+        .collect();
+    (!names.is_empty()).then(|| names.join(" "))
 }
 
 /// Whether one of `values` lies in one of `ranges` (each inclusive); `None` when either is
@@ -4182,6 +4294,69 @@ mod natural_documents {
             &one("d", "Depot\nSupervisor: Gemma Rusk"),
         );
         assert_eq!(q.misses("Supervisor: Gemma Rusk"), None);
+    }
+
+    #[test]
+    fn records_refer_to_others_by_id_and_names_are_known_in_lower_case() {
+        let mut store = SourceStore::new();
+        store
+            .insert(
+                SourceDocument::new(
+                    "clinics",
+                    "v1",
+                    true,
+                    "id: pl; name: Pellinghurst Surgery; town: Pellinghurst; sunday: closed\nid: bw; name: Brackwater Hospital; town: Brackwater; sunday: 10:00-12:00",
+                )
+                .records(),
+            )
+            .unwrap();
+        store
+            .insert(
+                SourceDocument::new(
+                    "staff",
+                    "v1",
+                    true,
+                    "id: st04; name: Priya Castellane; role: head nurse; clinic: bw\nid: st06; name: Dr Aniket Solberg; role: lead vet; clinic: pl",
+                )
+                .records(),
+            )
+            .unwrap();
+        store
+            .insert(SourceDocument::new(
+                "notes",
+                "v1",
+                true,
+                &format!(
+                    "Notes\nThe Kettlemoor Bunkhouse is shut in winter.\n{}",
+                    // Names are told from words stated by few lines.
+                    [
+                        "Parking is free.",
+                        "Dogs must be on a lead.",
+                        "Cards are taken."
+                    ]
+                    .repeat(5)
+                    .join("\n")
+                ),
+            ))
+            .unwrap();
+        // `pellinghurst`, written in lower case, is a name the sources only capitalise; a
+        // record of Brackwater's staff does not state it, one that refers to Pellinghurst's
+        // clinic by its id does.
+        let q = Question::new("who is the head nurse at pellinghurst?", &store);
+        assert_eq!(q.proper, ["pellinghurst"]);
+        let nurse = line(&store, "id: st04");
+        let lead = line(&store, "id: st06");
+        assert!(!q.names_stated(&nurse, "staff"));
+        assert!(q.names_stated(&lead, "staff"));
+        // `Bunkhouse` only ever follows another name: it is a kind of place, no name.
+        let q = Question::new("is the kettlemoor bunkhouse open in winter?", &store);
+        assert_eq!(q.proper, ["kettlemoor"]);
+        // A record led by an opaque id answers with its name too.
+        let q = Question::new("Who is the lead vet at Pellinghurst?", &store);
+        assert_eq!(
+            q.spans(&lead)[0],
+            "id: st06; name: Dr Aniket Solberg; role: lead vet"
+        );
     }
 
     #[test]
