@@ -2172,6 +2172,219 @@ pub fn year_ranges(text: &str) -> Vec<(u32, u32)> {
     out
 }
 
+/// A day in the calendar: year (when stated), month (1–12) and day (0 for the whole
+/// month).
+pub type Day = (Option<u32>, u32, u32);
+
+/// The month a token names (`june`, `jun`, `sept`), 1–12. `may` is a month only where
+/// [`calendar_tokens`] finds a day or a year beside it.
+fn month_of(token: &str) -> Option<u32> {
+    let token = token.trim_end_matches('.');
+    if token.len() < 3 {
+        return None;
+    }
+    MONTHS
+        .iter()
+        .position(|m| *m == token || (token.len() >= 3 && m.starts_with(token) && token.len() <= 4))
+        .map(|i| i as u32 + 1)
+}
+
+/// A day of the month a token states (`9`, `13th`, `1st`), 1–31.
+fn day_of(token: &str) -> Option<u32> {
+    let digits = ["st", "nd", "rd", "th"]
+        .iter()
+        .find_map(|end| token.strip_suffix(end))
+        .unwrap_or(token);
+    (digits.len() <= 2)
+        .then(|| digits.parse::<u32>().ok())
+        .flatten()
+        .filter(|d| (1..=31).contains(d))
+}
+
+/// The tokens of `text` as dates are read: lower case, words and numbers, with a dash
+/// (`–`, `-`) and `to`, `through` as `-`, `till` as `until`, and a field's or a clause's
+/// end as `;`.
+fn calendar_tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.to_lowercase().chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        match c {
+            '–' | '—' | '-' => out.push("-".into()),
+            ';' | '(' | ')' | '.' => out.push(";".into()),
+            _ => {}
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out.into_iter()
+        .map(|t| match t.as_str() {
+            "to" | "through" | "thru" => "-".to_owned(),
+            "till" | "til" => "until".to_owned(),
+            _ => t,
+        })
+        .collect()
+}
+
+/// The dates `tokens` states, each with the index of its first and last token: `29
+/// September 2025`, `Monday 9 June`, `June 9, 2025`, `13th of October`, a month alone
+/// (`in November`), and a day alone before a dash and a date (`9` of `9–28 June`).
+fn dates_in(tokens: &[String]) -> Vec<(usize, usize, Day)> {
+    let at = |i: usize| tokens.get(i).map(String::as_str);
+    let mut out = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let Some(month) = month_of(token) else {
+            continue;
+        };
+        let before = i.checked_sub(1).and_then(at);
+        let of = before == Some("of");
+        let day_before = if of {
+            i.checked_sub(2).and_then(at).and_then(day_of)
+        } else {
+            before.and_then(day_of)
+        };
+        let day_after = at(i + 1).and_then(day_of).filter(|_| day_before.is_none());
+        let year_at = if day_after.is_some() { i + 2 } else { i + 1 };
+        let year = at(year_at)
+            .filter(|y| is_year(y))
+            .and_then(|y| y.parse().ok());
+        let day = day_before.or(day_after);
+        // `may` is the verb unless a day or a year goes with it.
+        if token == "may" && day.is_none() && year.is_none() {
+            continue;
+        }
+        let start = if day_before.is_some() {
+            i - if of { 2 } else { 1 }
+        } else {
+            i
+        };
+        let end = if year.is_some() {
+            year_at
+        } else if day_after.is_some() {
+            i + 1
+        } else {
+            i
+        };
+        out.push((start, end, (year, month, day.unwrap_or(0))));
+    }
+    out
+}
+
+/// The dates `text` states (`the week of 13th October 2025`, `in November`): the asker's,
+/// which a stated range of dates may hold.
+#[must_use]
+pub fn stated_dates(text: &str) -> Vec<Day> {
+    dates_in(&calendar_tokens(text))
+        .into_iter()
+        .map(|(_, _, d)| d)
+        .collect()
+}
+
+/// The ranges of dates `text` states, each inclusive: `from 29 September 2025 to 24
+/// October 2025`, `9–28 June`, `Apr-Oct`, `closed (Oct-Mar)`; `from 6 January` and `until
+/// 5 January` are open at one end (`None`).
+#[must_use]
+pub fn date_ranges(text: &str) -> Vec<(Option<Day>, Option<Day>)> {
+    let tokens = calendar_tokens(text);
+    let dates = dates_in(&tokens);
+    let at = |i: usize| tokens.get(i).map(String::as_str);
+    let mut out = Vec::new();
+    let mut used = vec![false; dates.len()];
+    for (k, (start, end, day)) in dates.iter().enumerate() {
+        if used[k] {
+            continue;
+        }
+        // A dash (or `to`) and a date: both ends. A bare day before it (`9–28 June`) is
+        // of the second date's month.
+        // `between 2 June and 15 June` too.
+        let between =
+            start.checked_sub(1).and_then(at) == Some("between") && at(end + 1) == Some("and");
+        if matches!(at(end + 1), Some("-" | "until")) || between {
+            if let Some((j, next)) = dates
+                .iter()
+                .enumerate()
+                .skip(k + 1)
+                .find(|(_, (s, ..))| *s == end + 2 || *s == end + 3)
+            {
+                let mut first = *day;
+                if first.0.is_none() {
+                    first.0 = next.2 .0;
+                }
+                out.push((Some(first), Some(next.2)));
+                used[j] = true;
+                continue;
+            }
+        }
+        if let (Some(d), Some("-")) = (
+            start.checked_sub(2).and_then(at).and_then(day_of),
+            start.checked_sub(1).and_then(at),
+        ) {
+            if day.2 != 0 {
+                out.push((Some((day.0, day.1, d)), Some(*day)));
+                continue;
+            }
+        }
+        let before = start.checked_sub(1).and_then(at);
+        let before = if before.is_some_and(|w| WEEKDAYS.contains(&w.trim_end_matches('s'))) {
+            start.checked_sub(2).and_then(at)
+        } else {
+            before
+        };
+        // `moved to 16 June` is a date, not an end.
+        match before {
+            Some("from" | "since" | "after") => out.push((Some(*day), None)),
+            Some("until" | "before" | "by") => out.push((None, Some(*day))),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether the days `asked` fall in a range `ranges` states ([`date_ranges`]); `None` when
+/// either is empty. A month alone is all its days; a year is compared only when both
+/// state one; a range across the new year (`Oct–Mar`) wraps.
+#[must_use]
+pub fn dates_held(asked: &[Day], ranges: &[(Option<Day>, Option<Day>)]) -> Option<bool> {
+    if asked.is_empty() || ranges.is_empty() {
+        return None;
+    }
+    let key = |d: &Day, end: bool, years: bool| {
+        let day = if d.2 == 0 {
+            if end {
+                31
+            } else {
+                1
+            }
+        } else {
+            d.2
+        };
+        let year = if years { d.0.unwrap_or(0) } else { 0 };
+        year * 400 + d.1 * 32 + day
+    };
+    Some(ranges.iter().any(|(lo, hi)| {
+        asked.iter().any(|a| {
+            let years = a.0.is_some()
+                && lo.is_none_or(|l| l.0.is_some())
+                && hi.is_none_or(|h| h.0.is_some());
+            // The asked day (or month) overlaps the range.
+            let (a_lo, a_hi) = (key(a, false, years), key(a, true, years));
+            let lo = lo.map(|l| key(&l, false, years));
+            let hi = hi.map(|h| key(&h, true, years));
+            match (lo, hi) {
+                (Some(l), Some(h)) if l > h => a_hi >= l || a_lo <= h,
+                (l, h) => l.is_none_or(|l| a_hi >= l) && h.is_none_or(|h| a_lo <= h),
+            }
+        })
+    }))
+}
+
 /// Words that say a number counts people (`a group of 25`, `sleeps up to 6`).
 const PARTY_WORDS: &[&str] = &[
     "group",

@@ -16,12 +16,12 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
-    days_stated, is_calendar_word, is_common_word, is_duration, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, is_year, length_ranges, locators, measure_ranges,
-    money_amounts, party_ranges, place_nouns, reading, release_ranges, stated_age, stated_lengths,
-    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
-    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
-    without_locators_but, words, year_ranges,
+    date_ranges, dates_held, days_stated, is_calendar_word, is_common_word, is_duration,
+    is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year, length_ranges,
+    locators, measure_ranges, money_amounts, party_ranges, place_nouns, reading, release_ranges,
+    stated_age, stated_dates, stated_lengths, stated_measures, stated_party, stated_releases,
+    stated_years, states_extent, states_location, states_money, states_size, stem, times,
+    unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
 };
 use crate::rejection::{Location, Violation};
 
@@ -631,6 +631,8 @@ pub struct Question {
     measures: Vec<(String, f64)>,
     /// The years the question states (`in 2024`).
     years: Vec<u32>,
+    /// The dates the question states (`the week of 13th October 2025`, `in June`).
+    dates: Vec<Day>,
     /// The form of contact the question asks for (`what's the email address`).
     contact: Option<Contact>,
     /// Each source's title (its first line), lower case.
@@ -1224,6 +1226,7 @@ impl Question {
             releases: stated_releases(question),
             measures: stated_measures(question),
             years: stated_years(question),
+            dates: stated_dates(question),
             contact: Contact::asked(&lower),
             titles,
             sections,
@@ -1653,8 +1656,10 @@ impl Question {
         // the week does not: "open on Sundays" and "parking on Sundays" ask different things.
         // A measure's range (`25.1–45 kg` for "a 30kg dog") picks the row but does not say
         // what of it is asked: `castration` does not answer for a cremation.
-        let pinned = !self.qualifiers.is_empty()
-            || self.held(text) > usize::from(self.measure_fits(text) == Some(true));
+        // Nor does a range of dates holding the asker's (`due between 2 June and 15 June`).
+        let picks_row = usize::from(self.measure_fits(text) == Some(true))
+            + usize::from(self.date_fits(text) == Some(true));
+        let pinned = !self.qualifiers.is_empty() || self.held(text) > picks_row;
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
@@ -1794,11 +1799,21 @@ impl Question {
         holds(&self.years, &year_ranges(line))
     }
 
-    /// The question's own age, party, lengths of time, days, records, releases, measures
-    /// and years against `line`'s ([`Question::age_fits`], [`Question::party_fits`],
+    /// Whether `line` is about the dates the question states: `false` when it states
+    /// ranges of dates (`closed from 29 September 2025 to 24 October 2025`, `Apr-Oct`) and
+    /// none holds one of them (`the week of 3 November`); `true` when one does; `None` when
+    /// either states none.
+    #[must_use]
+    pub fn date_fits(&self, line: &str) -> Option<bool> {
+        dates_held(&self.dates, &date_ranges(line))
+    }
+
+    /// The question's own age, party, lengths of time, days, records, releases, measures,
+    /// years and dates against `line`'s ([`Question::age_fits`], [`Question::party_fits`],
     /// [`Question::length_fits`], [`Question::day_fits`], [`Question::member_fits`],
-    /// [`Question::release_fits`], [`Question::measure_fits`], [`Question::year_fits`]).
-    fn fitting(&self, line: &str) -> [Option<bool>; 8] {
+    /// [`Question::release_fits`], [`Question::measure_fits`], [`Question::year_fits`],
+    /// [`Question::date_fits`]).
+    fn fitting(&self, line: &str) -> [Option<bool>; 9] {
         [
             self.age_fits(line),
             self.party_fits(line),
@@ -1808,6 +1823,7 @@ impl Question {
             self.release_fits(line),
             self.measure_fits(line),
             self.year_fits(line),
+            self.date_fits(line),
         ]
     }
 
@@ -1818,9 +1834,9 @@ impl Question {
         !self.fitting(line).contains(&Some(false))
     }
 
-    /// How many of the asker's own age, group size, lengths of time, release and measures
-    /// `line` states a range holding (`aged 16–25` for "I'm 22", `2.9.0 to 2.9.4` for "we
-    /// run 2.9.3", `111–170 g/km` for "it does 150g/km"): what the question says in its
+    /// How many of the asker's own age, group size, lengths of time, release, measures and
+    /// dates `line` states a range holding (`aged 16–25` for "I'm 22", `2.9.0 to 2.9.4` for
+    /// "we run 2.9.3", `111–170 g/km` for "it does 150g/km"): what the question says in its
     /// words, the line says in its range. (A year is not counted: a line stating the year
     /// already shares its word.)
     #[must_use]
@@ -1831,6 +1847,7 @@ impl Question {
             self.length_fits(line),
             self.release_fits(line),
             self.measure_fits(line),
+            self.date_fits(line),
         ]
         .iter()
         .filter(|f| **f == Some(true))
@@ -3931,8 +3948,9 @@ The club was founded in 1990.",
 mod natural_documents {
     use super::*;
     use crate::lexicon::{
-        age_ranges, days_stated, length_ranges, measure_ranges, party_ranges, release_ranges,
-        stated_age, stated_lengths, stated_measures, stated_party, stated_releases, year_ranges,
+        age_ranges, date_ranges, dates_held, days_stated, length_ranges, measure_ranges,
+        party_ranges, release_ranges, stated_age, stated_dates, stated_lengths, stated_measures,
+        stated_party, stated_releases, year_ranges,
     };
     use crate::SourceDocument;
 
@@ -4357,6 +4375,51 @@ mod natural_documents {
             q.spans(&lead)[0],
             "id: st06; name: Dr Aniket Solberg; role: lead vet"
         );
+    }
+
+    #[test]
+    fn dates_are_read_as_ranges_that_hold_the_askers() {
+        assert_eq!(
+            stated_dates("what day will my bins be emptied the week of 13th october 2025?"),
+            [(Some(2025), 10, 13)]
+        );
+        assert_eq!(stated_dates("Quillford is shut in June."), [(None, 6, 0)]);
+        // `may` is the verb unless a day or a year goes with it.
+        assert!(stated_dates("May I bring my dog?").is_empty());
+        assert_eq!(
+            date_ranges("It will be closed from Monday 29 September 2025 to Friday 24 October 2025 inclusive."),
+            [(Some((Some(2025), 9, 29)), Some((Some(2025), 10, 24)))]
+        );
+        assert_eq!(
+            date_ranges("hours_winter: closed (Oct-Mar); closed 9–28 June"),
+            [
+                (Some((None, 10, 0)), Some((None, 3, 0))),
+                (Some((None, 6, 9)), Some((None, 6, 28)))
+            ]
+        );
+        assert_eq!(
+            date_ranges("Collections resume from 6 January."),
+            [(Some((None, 1, 6)), None)]
+        );
+        let closure = date_ranges("closed from 29 September 2025 to 24 October 2025");
+        assert_eq!(dates_held(&[(Some(2025), 10, 13)], &closure), Some(true));
+        assert_eq!(dates_held(&[(Some(2025), 11, 3)], &closure), Some(false));
+        assert_eq!(dates_held(&[(None, 10, 0)], &closure), Some(true));
+        // Across the new year: November is in `Oct-Mar`, June is not.
+        let winter = date_ranges("closed (Oct-Mar)");
+        assert_eq!(dates_held(&[(None, 11, 0)], &winter), Some(true));
+        assert_eq!(dates_held(&[(None, 6, 0)], &winter), Some(false));
+        assert_eq!(dates_held(&[], &winter), None);
+        let store = one(
+            "notices",
+            "Notices\nThe depot will be closed from 29 September 2025 to 24 October 2025.\nThe hall is closed from 1 to 14 December 2025 for repairs.",
+        );
+        let q = Question::new("Is the depot open on 13 October 2025?", &store);
+        let depot = line(&store, "The depot");
+        let hall = line(&store, "The hall");
+        assert_eq!(q.date_fits(&depot), Some(true));
+        assert_eq!(q.date_fits(&hall), Some(false));
+        assert_eq!(q.held(&depot), 1);
     }
 
     #[test]
