@@ -598,10 +598,10 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
 fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, least_right, most_wrong) in [
         ("parks", 31, 0),
-        ("hostel", 29, 0),
+        ("hostel", 30, 0),
         ("software", 26, 1),
         ("council", 21, 3),
-        ("vet", 19, 2),
+        ("vet", 21, 2),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");
