@@ -1463,6 +1463,15 @@ impl Question {
     /// something the question does not say.
     #[must_use]
     pub fn misses(&self, text: &str) -> Option<String> {
+        self.misses_in(text, None)
+    }
+
+    /// [`Question::misses`] for `text` from `source`: when every word the question asks
+    /// beyond its subject is in that source's title (`plan` in "what's the monthly cost of
+    /// the care plan?", from `Care plan: terms`), the document is what the question is
+    /// about, and what it asks is the answer's kind alone (here a sum of money).
+    #[must_use]
+    pub fn misses_in(&self, text: &str, source: Option<&str>) -> Option<String> {
         if !self.fits(text) {
             return Some(
                 "it states ages, group sizes, days or a record that leave out those the question states"
@@ -1671,7 +1680,15 @@ impl Question {
         {
             return Some("the question asks which of two, and it states neither".into());
         }
-        if !pinned && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
+        let titled = source
+            .and_then(|s| self.titles.get(s))
+            .is_some_and(|title| {
+                // A title of another year (`2025 season` for "the 2026 season") is another
+                // document's subject.
+                let stems = content_stems(title);
+                beyond.iter().all(|t| stems.contains(t)) && self.year_fits(title) != Some(false)
+            });
+        if !pinned && !titled && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
@@ -1932,6 +1949,12 @@ impl Question {
     /// and otherwise the longest (the whole fact, with its context).
     #[must_use]
     pub fn spans(&self, line: &str) -> Vec<String> {
+        self.spans_in(line, None)
+    }
+
+    /// [`Question::spans`] of a line of `source`, judged by [`Question::misses_in`].
+    #[must_use]
+    pub fn spans_in(&self, line: &str, source: Option<&str>) -> Vec<String> {
         let clauses = clauses(line);
         // Each span: how much of the question it covers, its length, the span, and how many
         // values of the asked kind it states.
@@ -1942,7 +1965,7 @@ impl Question {
         };
         let mut found: Vec<(usize, usize, String, usize)> = Vec::new();
         let mut judge = |span: &str| {
-            if span.is_empty() || self.misses(span).is_some() {
+            if span.is_empty() || self.misses_in(span, source).is_some() {
                 return;
             }
             let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
@@ -2154,7 +2177,8 @@ impl Question {
                 ));
             }
         }
-        if let Some(why) = self.misses(text) {
+        // The answer is judged with its first citation's source, as its spans were offered.
+        if let Some(why) = self.misses_in(text, cited.first().map(|c| c.0)) {
             out.push(violation(
                 format!("the answer does not answer \"{}\": {why}", self.text),
                 String::new(),
@@ -4425,6 +4449,38 @@ mod natural_documents {
         assert_eq!(q.date_fits(&depot), Some(true));
         assert_eq!(q.date_fits(&hall), Some(false));
         assert_eq!(q.held(&depot), 1);
+    }
+
+    #[test]
+    fn a_question_about_a_documents_subject_asks_only_the_answers_kind() {
+        let mut store = SourceStore::new();
+        store
+            .insert(SourceDocument::new(
+                "plan",
+                "v1",
+                true,
+                "Care plan: terms and conditions, 2025\nPet: Cat; Monthly fee: £14.00",
+            ))
+            .unwrap();
+        store
+            .insert(SourceDocument::new(
+                "prices",
+                "v1",
+                true,
+                "Price list\nPet: Cat; Consultation: £48.00",
+            ))
+            .unwrap();
+        let q = Question::new("How much is the care plan?", &store);
+        let row = "Pet: Cat; Monthly fee: £14.00";
+        // Every word asked beyond the subject is the plan's title's: the plan's row answers,
+        // a row of another document does not, nor one of a title of another year.
+        assert!(q.misses(row).is_some());
+        assert_eq!(q.misses_in(row, Some("plan")), None);
+        assert!(q
+            .misses_in("Pet: Cat; Consultation: £48.00", Some("prices"))
+            .is_some());
+        let q = Question::new("How much is the care plan in 2026?", &store);
+        assert!(q.misses_in(row, Some("plan")).is_some());
     }
 
     #[test]

@@ -880,11 +880,11 @@ fn assess<'a>(
             shared.len()
         ));
     }
-    let spans = question.spans(quote);
+    let spans = question.spans_in(quote, Some(source));
     if spans.is_empty() {
         return Err(format!(
             "no span of it answers: {}",
-            question.misses(quote).unwrap_or_default()
+            question.misses_in(quote, Some(source)).unwrap_or_default()
         ));
     }
     Ok((shared, spans))
