@@ -1990,9 +1990,9 @@ impl Question {
         // A record led by an opaque id (`id: st06; name: Dr Aniket Solberg; role: lead vet`)
         // says whose it is by its name as well: its fields are cited after both.
         let lead = record.as_ref().map(|fields| {
-            let id = fields[0].split_once(": ").is_some_and(|(k, _)| {
-                matches!(k.trim().to_lowercase().as_str(), "id" | "code" | "ref")
-            });
+            let id = fields[0]
+                .split_once(": ")
+                .is_some_and(|(k, _)| is_id_key(k));
             let named = fields[1..].iter().position(|f| {
                 f.split_once(": ").is_some_and(|(k, _)| {
                     matches!(k.trim().to_lowercase().as_str(), "name" | "title")
@@ -2303,6 +2303,12 @@ fn names_written_only_capitalised(store: &SourceStore) -> BTreeSet<String> {
     opening
 }
 
+/// Whether a record's key names an opaque id (`id`, `code`, `ref`), by which other records
+/// refer to it and which says nothing of whose the record is.
+fn is_id_key(key: &str) -> bool {
+    matches!(key.trim().to_lowercase().as_str(), "id" | "code" | "ref")
+}
+
 /// The records of `store`'s records files (JSON Lines) keyed by an id (`id: pl; name:
 /// Pellinghurst Surgery; town: Pellinghurst; …`): each id, lower case, with the values of
 /// the fields that name its record (a name, a title, a town or a place), joined.
@@ -2317,7 +2323,7 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
             let Some((key, id)) = fields[0].split_once(": ") else {
                 continue;
             };
-            if !matches!(key.trim().to_lowercase().as_str(), "id" | "code" | "ref") {
+            if !is_id_key(key) {
                 continue;
             }
             let names: Vec<&str> = fields[1..]
