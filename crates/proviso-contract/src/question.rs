@@ -286,8 +286,8 @@ enum Contact {
 impl Contact {
     /// The contact `question` (lower case) asks for: "what's the email address", "what
     /// number do I ring", "the website"; `None` for a yes or no ("can I email them?").
-    fn asked(question: &str) -> Option<Self> {
-        if AnswerKind::of(question) == AnswerKind::YesNo {
+    fn asked(question: &str, kind: AnswerKind) -> Option<Self> {
+        if kind == AnswerKind::YesNo {
             return None;
         }
         let w = words(question);
@@ -1050,7 +1050,8 @@ impl Question {
             .flat_map(|i| [stem(tokens[i - 1]), stem(tokens[i])])
             .collect();
         // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
-        let measured: BTreeSet<String> = stated_measures(question)
+        let measures = stated_measures(question);
+        let measured: BTreeSet<String> = measures
             .iter()
             .flat_map(|(unit, _)| words(unit).into_iter().map(stem).collect::<Vec<_>>())
             .collect();
@@ -1194,9 +1195,10 @@ impl Question {
                 .map(|(id, (stems, _, text))| (id.to_owned(), (stems, text)))
                 .collect()
         };
+        let kind = AnswerKind::of(question);
         Self {
             text: as_asked.to_owned(),
-            kind: AnswerKind::of(question),
+            kind,
             terms,
             qualifiers,
             ids,
@@ -1225,10 +1227,10 @@ impl Question {
             absent,
             members,
             releases: stated_releases(question),
-            measures: stated_measures(question),
+            measures,
             years: stated_years(question),
             dates: stated_dates(question),
-            contact: Contact::asked(&lower),
+            contact: Contact::asked(&lower, kind),
             titles,
             sections,
             earlier,
