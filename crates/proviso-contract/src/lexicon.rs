@@ -38,6 +38,10 @@ pub const FUNCTION_WORDS: &[&str] = &[
 /// repeat them to answer ("Do I *still* pay …?" is answered by "… pay no overdue charges").
 pub const LIGHT_WORDS: &[&str] = &[
     "actually",
+    "reckon",
+    "reckons",
+    // `Whereabouts is it?` asks where, which the answer's kind checks.
+    "whereabouts",
     "already",
     "always",
     "anymore",
@@ -73,6 +77,8 @@ pub const LIGHT_WORDS: &[&str] = &[
     "stuff",
     "something",
     "anything",
+    "everything",
+    "nothing",
     "same",
     "someone",
     "somebody",
@@ -320,6 +326,8 @@ const RELATED: &[&[&str]] = &[
     ],
     &["cat", "moggy", "moggie", "tabby", "siamese"],
     &["bicycle", "bike"],
+    // "What is it worth?": what a page calls its value.
+    &["worth", "value", "valued", "valuation"],
     &["wide", "wider", "widest", "width"],
     &["deep", "deeper", "deepest", "depth"],
     &["tall", "taller", "tallest", "height"],
@@ -737,6 +745,9 @@ const IDIOMS: &[(&[&str], &str)] = &[
     // "Who is in charge at the site?": who runs it.
     (&["in", "charge"], "manager"),
     (&["into", "force"], "current"),
+    // "What does it cost at the moment?": what applies now.
+    (&["at", "the", "moment"], "currently"),
+    (&["these", "days"], "currently"),
 ];
 
 /// Words that may stand between a phrasal verb and its particle (`pick it up`).
@@ -826,7 +837,12 @@ pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
                     "their", "its",
                 ]
                 .contains(&all[i - 2].to_lowercase().as_str());
-            let verb = (i > 0 && word.eq_ignore_ascii_case("again") && !object)
+            // `be working again` is a state come back, not a thing redone (`reworking`).
+            let state = i > 1
+                && all[i - 1].to_lowercase().ends_with("ing")
+                && ["be", "is", "are", "was", "were", "been", "being"]
+                    .contains(&all[i - 2].to_lowercase().as_str());
+            let verb = (i > 0 && word.eq_ignore_ascii_case("again") && !object && !state)
                 .then(|| redone(all[i - 1]))
                 .flatten();
             changed |= verb.is_some();
@@ -854,7 +870,7 @@ fn redone(word: &str) -> Option<String> {
 }
 
 /// Number words a text may spell an amount with.
-const NUMBER_WORDS: &[&str] = &[
+pub(crate) const NUMBER_WORDS: &[&str] = &[
     "once", "twice", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
     "twelve", "twenty", "thirty", "hundred", "thousand", "half", "dozen",
 ];
@@ -1885,7 +1901,13 @@ fn measure_tokens(text: &str) -> Vec<MeasureToken> {
                 i += 1;
             }
             out.push(MeasureToken::Word(chars[start..i].iter().collect()));
-        } else if c.is_ascii_digit() {
+        } else if c.is_ascii_digit() || (matches!(c, '£' | '$' | '€') && digit(i + 1)) {
+            // A sum of money is a measure in its currency (`£5,001 – £10,000` holds the
+            // asker's `£7,000`), its symbol read as the unit after the number.
+            let currency = (!c.is_ascii_digit()).then(|| c.to_string());
+            if currency.is_some() {
+                i += 1;
+            }
             let start = i;
             while digit(i) || (matches!(chars.get(i), Some('.' | ':' | ',')) && digit(i + 1)) {
                 // `1,000` is a thousand; `Mon, 2` is a list.
@@ -1901,6 +1923,9 @@ fn measure_tokens(text: &str) -> Vec<MeasureToken> {
             match written.parse::<f64>() {
                 Ok(n) if dots <= 1 && !written.contains(':') => out.push(MeasureToken::Number(n)),
                 _ => out.push(MeasureToken::Word(written)),
+            }
+            if let Some(currency) = currency {
+                out.push(MeasureToken::Word(currency));
             }
         } else if c.is_alphabetic() {
             let start = i;
@@ -1994,6 +2019,18 @@ fn measure_unit(word: &str) -> Option<String> {
     Some(one.to_owned())
 }
 
+/// A measure in the smaller unit of its kind, so that a question's `1.8 litre engine`
+/// meets a page's `up to 1549cc`: litres and cubic centimetres in millilitres, kilograms
+/// in grams. Other units are as they are.
+fn in_base(unit: String, n: f64) -> (String, f64) {
+    match unit.as_str() {
+        "l" => ("ml".to_owned(), n * 1000.0),
+        "cc" | "cm3" | "cm³" => ("ml".to_owned(), n),
+        "kg" => ("g".to_owned(), n * 1000.0),
+        _ => (unit, n),
+    }
+}
+
 /// The measures `text` states as a number and a unit (`my dog weighs 18kg`, `it does
 /// 150g/km`), as (unit, value): the asker's own, which a range of the same unit may hold.
 #[must_use]
@@ -2028,11 +2065,49 @@ pub fn stated_measures(text: &str) -> Vec<(String, f64)> {
                         MeasureToken::Dash => true,
                         _ => false,
                     }) || matches!(t.get(i + 2), Some(MeasureToken::Dash | MeasureToken::Plus));
-                measure_unit(u).filter(|_| !bound).map(|u| (u, *n))
+                measure_unit(u).filter(|_| !bound).map(|u| in_base(u, *n))
             }
             _ => None,
         })
         .collect()
+}
+
+/// The words that state the measures `text` states (`weighs` of `she weighs 30 kilos`,
+/// `worth` of `worth about £7,000`), with the units as written (`kilos`): the asker's
+/// statement of their own measure, not what is asked.
+#[must_use]
+pub fn measure_words(text: &str) -> Vec<String> {
+    const ABOUT: &[&str] = &[
+        "about",
+        "around",
+        "roughly",
+        "approximately",
+        "approx",
+        "nearly",
+        "almost",
+        "some",
+        "just",
+        "only",
+    ];
+    let t = measure_tokens(text);
+    let stated = stated_measures(text);
+    let mut out = Vec::new();
+    for i in 0..t.len().saturating_sub(1) {
+        let (MeasureToken::Number(n), MeasureToken::Word(u)) = (&t[i], &t[i + 1]) else {
+            continue;
+        };
+        if !measure_unit(u).is_some_and(|u| stated.contains(&in_base(u, *n))) {
+            continue;
+        }
+        out.push(u.clone());
+        let verb = t[..i].iter().rev().find_map(|w| match w {
+            MeasureToken::Word(w) if ABOUT.contains(&w.as_str()) => None,
+            MeasureToken::Word(w) => Some(Some(w.clone())),
+            _ => Some(None),
+        });
+        out.extend(verb.flatten());
+    }
+    out
 }
 
 /// The ranges of a measure `text` states, each as (unit, lowest, highest): `10–25 kg`,
@@ -2080,6 +2155,8 @@ pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
         if let Some((m, u)) = second {
             if let Some(u) = unit(u).filter(|_| m > n) {
                 if unit(i + 1).is_none_or(|first| first == u) {
+                    let (_, m) = in_base(u.clone(), m);
+                    let (u, n) = in_base(u, n);
                     out.push((u, n, m));
                 }
             }
@@ -2114,6 +2191,8 @@ pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
             _ => None,
         };
         if let Some((lo, hi)) = bound {
+            let (_, hi) = in_base(u.clone(), hi);
+            let (u, lo) = in_base(u, lo);
             out.push((u, lo, hi));
         }
     }

@@ -18,10 +18,11 @@ use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     date_ranges, dates_held, days_stated, is_calendar_word, is_common_word, is_duration,
     is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year, length_ranges,
-    locators, measure_ranges, money_amounts, party_ranges, place_nouns, reading, release_ranges,
-    stated_age, stated_dates, stated_lengths, stated_measures, stated_party, stated_releases,
-    stated_years, states_extent, states_location, states_money, states_size, stem, times,
-    unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
+    locators, measure_ranges, measure_words, money_amounts, party_ranges, place_nouns, reading,
+    release_ranges, stated_age, stated_dates, stated_lengths, stated_measures, stated_party,
+    stated_releases, stated_years, states_extent, states_location, states_money, states_size, stem,
+    times, unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges,
+    Day,
 };
 use crate::rejection::{Location, Violation};
 
@@ -145,7 +146,7 @@ impl AnswerKind {
             || has("which company")
         {
             Self::Person
-        } else if first == "where"
+        } else if ["where", "whereabouts"].contains(&first)
             || w.windows(2).any(|p| {
                 ["which", "what"].contains(&p[0])
                     && ["citie", "city", "count", "place", "locat", "regio", "addre"]
@@ -1039,8 +1040,11 @@ impl Question {
             .chain(
                 asked_words
                     .iter()
+                    .copied()
+                    // and a set phrase read as a light word (`at the moment`: currently).
+                    .chain(words(&reading(&lower)))
                     .filter(|w| is_light_word(w))
-                    .map(|w| stem(w)),
+                    .map(stem),
             )
             .collect();
         // An age the question states (`my 9-year-old`, `two weeks old`) is the asker's, as
@@ -1051,9 +1055,40 @@ impl Question {
             .collect();
         // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
         let measures = stated_measures(question);
+        // The unit as the asker wrote it (`kilos`) and the verb that states the measure
+        // (`she weighs 30 kilos`) are the asker's too.
         let measured: BTreeSet<String> = measures
             .iter()
             .flat_map(|(unit, _)| words(unit).into_iter().map(stem).collect::<Vec<_>>())
+            .chain(measure_words(question).iter().map(|w| stem(w)))
+            .collect();
+        // The asker's description of their own kind of a thing in words no source writes
+        // (`my golden retriever`, where a retriever is a dog): which one of its kind it is,
+        // not what is asked (`her junior card` still asks of a junior card). And the
+        // word for a place in a question asking where (`your storage place`) is the kind
+        // of answer, which the answer's kind checks.
+        let described: BTreeSet<String> = (0..tokens.len())
+            .filter(|&j| ["my", "our", "his", "her", "their"].contains(&tokens[j]))
+            .flat_map(|j| {
+                let run: Vec<&str> = tokens[j + 1..]
+                    .iter()
+                    .take(3)
+                    .take_while(|w| !is_function_word(w) && w.chars().all(char::is_alphabetic))
+                    .copied()
+                    .collect();
+                let kind = run.last().is_some_and(|head| stem(head).ends_with('+'));
+                let modifiers = if kind { run.len() - 1 } else { 0 };
+                run.into_iter().take(modifiers)
+            })
+            .map(stem)
+            .filter(|t| !sources.values().any(|s| s.0.contains(t)))
+            .chain(
+                (AnswerKind::of(as_asked) == AnswerKind::Place)
+                    .then_some(["place", "location", "spot"])
+                    .into_iter()
+                    .flatten()
+                    .map(stem),
+            )
             .collect();
         let beyond: Vec<String> = terms
             .iter()
@@ -1066,6 +1101,7 @@ impl Question {
                     && !number
                     && !aged.contains(*t)
                     && !measured.contains(*t)
+                    && !described.contains(*t)
                     && !light.contains(*t)
                     && !capitalised.contains(*t)
                     && !ids.iter().any(|id| content_stems(id).contains(t))
@@ -2514,7 +2550,14 @@ fn marks_earlier(tokens: &[&str], i: usize) -> bool {
         "increase",
         "rise",
     ];
-    EARLIER.contains(&tokens[i])
+    // `my old mattress`, `2 old chests`, `an old sofa`: the asker's things are old, not a
+    // version (`the old terms`, `your old prices`).
+    let owned = i > 0
+        && (["my", "our", "his", "her", "their", "a", "an"].contains(&tokens[i - 1])
+            || tokens[i - 1].chars().all(|c| c.is_ascii_digit())
+            || ["one", "two"].contains(&tokens[i - 1])
+            || crate::lexicon::NUMBER_WORDS.contains(&tokens[i - 1]));
+    (EARLIER.contains(&tokens[i]) && !owned)
         || (tokens[i] == "before" && tokens[i + 1..].iter().take(4).any(|w| CHANGES.contains(w)))
 }
 
@@ -4186,7 +4229,7 @@ mod natural_documents {
             stated_measures(
                 "We've one permit; my other car does 150g/km CO2, and she weighs 18 kilos"
             ),
-            [("g/km".to_owned(), 150.0), ("kg".to_owned(), 18.0)]
+            [("g/km".to_owned(), 150.0), ("g".to_owned(), 18000.0)]
         );
         // A number in a name measures nothing, a verb is no unit, and a bound the question
         // states is what it asks about.
@@ -4197,11 +4240,34 @@ mod natural_documents {
             measure_ranges("Band: C; CO2 emissions: 111–170 g/km; 1st permit: £80"),
             [("g/km".to_owned(), 111.0, 170.0)]
         );
+        // The words that state the asker's measure are the asker's.
+        assert_eq!(
+            measure_words("She weighs 30 kilos, and it is worth about £7,000"),
+            ["kilos", "weighs", "£", "worth"]
+        );
+        // A measure meets another unit of its kind.
+        assert_eq!(
+            stated_measures("a 1.8 litre engine"),
+            [("ml".to_owned(), 1800.0)]
+        );
+        assert_eq!(
+            measure_ranges("banded by engine size (up to 1549cc is band C)"),
+            [("ml".to_owned(), 0.0, 1549.0)]
+        );
+        // A sum of money is a measure in its currency.
+        assert_eq!(
+            stated_measures("Everything I'm storing is worth about £7,000."),
+            [("£".to_owned(), 7000.0)]
+        );
+        assert_eq!(
+            measure_ranges("Cover level: £5,001 – £10,000; Weekly premium: £6.75"),
+            [("£".to_owned(), 5001.0, 10000.0)]
+        );
         let ranges = measure_ranges("Weight: up to 10 kg; over 45 kg; 171 g/km and over; 25kg+");
         assert_eq!(ranges.len(), 4, "{ranges:?}");
-        assert!(ranges[0].1 == 0.0 && ranges[0].2 == 10.0);
-        assert!(ranges[1].1 > 45.0 && ranges[1].2.is_infinite());
-        assert!(ranges[2].1 == 171.0 && ranges[3].1 == 25.0);
+        assert!(ranges[0].1 == 0.0 && ranges[0].2 == 10_000.0);
+        assert!(ranges[1].1 > 45_000.0 && ranges[1].2.is_infinite());
+        assert!(ranges[2].1 == 171.0 && ranges[3].1 == 25_000.0);
         // Lengths of time, ages and clock times have readings of their own.
         assert!(measure_ranges("Notice: 2 to 6 days; aged 16–25; open 08:00-16:00").is_empty());
         assert_eq!(year_ranges("for the 2025 season"), [(2025, 2025)]);

@@ -591,7 +591,8 @@ fn table_row(header: &[String], cells: &[String]) -> Vec<String> {
 /// price is which.
 fn text_units(text: &str, markdown: bool) -> Vec<String> {
     let mut units = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
+    let joined = unwrapped(text, markdown);
+    let lines: Vec<&str> = joined.iter().map(String::as_str).collect();
     let mut header: Option<Vec<String>> = None;
     // The heading over the lines that follow, when it names them by a number (a release's
     // `3.1.0 (2025-01-21)`, a `Zone 3`): each list item under it is keyed by it.
@@ -651,6 +652,78 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
         }
     }
     units
+}
+
+/// A text's lines with every hard-wrapped sentence made whole again: a line goes on on the
+/// next when the next cannot start a line of its own (it starts in lower case) or, in a
+/// text wrapped at a width, when the line filled that width and did not end a sentence.
+/// Without this a wrapped sentence is two lines and neither states its fact whole (`…
+/// charged` / `plus £189 on Sundays …`). A line that opens a structure (a heading, a
+/// table row, a list item, a footnote, a fence, a rule) never continues another, and a
+/// short line that ends without a stop (a title, a header block's `Date: …`) is not
+/// wrapped.
+fn unwrapped(text: &str, markdown: bool) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let columned = |line: &str| line.trim().contains("   ");
+    let opens = |line: &str| {
+        let line = line.trim();
+        line.is_empty()
+            || (markdown && (line.starts_with('#') || line.starts_with('|')))
+            || line.starts_with("```")
+            || line.starts_with(['¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹', '*', '>'])
+            || line
+                .chars()
+                .all(|c| matches!(c, '-' | '=' | '_' | '*' | ' '))
+            || strip_bullet(line).len() < line.len()
+            || columned(line)
+    };
+    let ends_sentence = |line: &str| {
+        line.trim_end()
+            .trim_end_matches(['*', '_', '"', '\'', ')', '’', '”'])
+            .ends_with(['.', '!', '?', ':', ';'])
+    };
+    // The width the text is wrapped at, when it is: the longest line that goes on in lower
+    // case on the next, if at least two do.
+    let continued: Vec<usize> = lines
+        .windows(2)
+        .filter(|w| {
+            !w[0].trim().is_empty()
+                && !ends_sentence(w[0])
+                && !opens(w[1])
+                && w[1].trim_start().starts_with(char::is_lowercase)
+        })
+        .map(|w| w[0].trim_end().chars().count())
+        .collect();
+    let width = (continued.len() >= 2)
+        .then(|| continued.iter().copied().max())
+        .flatten();
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut open = false;
+    for (i, line) in lines.iter().enumerate() {
+        let goes_on = open
+            && !opens(line)
+            && i > 0
+            && (line.trim_start().starts_with(char::is_lowercase)
+                || width.is_some_and(|w| {
+                    let before = lines[i - 1].trim_end();
+                    line.trim_start().starts_with(char::is_uppercase)
+                        && !columned(before)
+                        && !ends_sentence(before)
+                        && before.chars().count() + 12 >= w
+                }));
+        match out.last_mut() {
+            Some(last) if goes_on => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => out.push((*line).to_owned()),
+        }
+        let trimmed = line.trim();
+        open = !trimmed.is_empty()
+            && !(markdown && (trimmed.starts_with('#') || trimmed.starts_with('|')))
+            && !trimmed.starts_with("```");
+    }
+    out
 }
 
 /// A term and its description set apart by a run of spaces, as a manual's lists of exit
@@ -886,6 +959,24 @@ mod tests {
                 true
             ),
             ["Group bookings", "Deposits", "2.5 m is the limit."]
+        );
+        // A hard-wrapped sentence is one line again, in prose and in a list item; a title,
+        // a header block and a list item's start are not continuations.
+        assert_eq!(
+            text_units(
+                "NOTICE\nDate: 1 May 2025\n\nA consultation out of hours is charged at the usual price\nplus £145 on weekday evenings, or plus £189 on Sundays and on visits to\nHarrowvale members. It does not apply to booked visits.\n\n1.  Ordering. Order by phone, online\n    or at any clinic.\n2.  Collection. From 14:00.\n",
+                false
+            ),
+            [
+                "NOTICE",
+                "Date: 1 May 2025",
+                "A consultation out of hours is charged at the usual price plus £145 on weekday evenings, or plus £189 on Sundays and on visits to Harrowvale members.",
+                "It does not apply to booked visits.",
+                "Ordering.",
+                "Order by phone, online or at any clinic.",
+                "Collection.",
+                "From 14:00."
+            ]
         );
         assert_eq!(
             sentences("Dr. Lee signed it. It was 2.5 m long."),

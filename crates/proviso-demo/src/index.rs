@@ -284,8 +284,14 @@ impl TextIndex {
             .collect();
         self.add_unmatched(&mut hits, |i| !restated.get(i).copied().unwrap_or(false));
         let earlier = proviso_contract::Question::text_asks_earlier_version(query, store);
-        hits.sort_by_key(|h| !line(h.index).in_force && !earlier);
+        // The versions' order is kept after re-ranking too: a re-ranker that retrieves
+        // orders every line by meaning, and would put a superseded line above the one in
+        // force that replaced it; and a question about an earlier version sees the
+        // superseded lines first.
+        let first = |h: &Hit| line(h.index).in_force != earlier;
+        hits.sort_by_key(|h| !first(h));
         self.rerank_best(query, &mut hits, limit, |i| line(i).text);
+        hits.sort_by_key(|h| !first(h));
         hits.truncate(limit);
         hits
     }
