@@ -593,15 +593,18 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
 /// wrong answer accepted; `corpora/software` (session 30, a product's manuals: a config
 /// table, a man page, a changelog, an advisory) to at most its one (`Where is Pellmoor's
 /// support team based?`, which no source answers, is answered by the advisory's `From:`
-/// line, whose company name reads as a place).
+/// line, whose company name reads as a place). `corpora/council` and `corpora/vet` (session
+/// 31) and `corpora/storage` (held out in session 31, a development set from session 32)
+/// are held to their counts.
 #[test]
 fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, least_right, most_wrong) in [
         ("parks", 31, 0),
         ("hostel", 30, 0),
         ("software", 26, 1),
-        ("council", 21, 3),
-        ("vet", 22, 2),
+        ("council", 22, 3),
+        ("vet", 23, 2),
+        ("storage", 15, 5),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

@@ -2001,7 +2001,7 @@ impl Question {
             AnswerKind::Time => times(span).len(),
             _ => 0,
         };
-        let mut found: Vec<(usize, usize, String, usize)> = Vec::new();
+        let mut found: Vec<(usize, usize, String, usize, usize)> = Vec::new();
         let mut judge = |span: &str| {
             if span.is_empty() || self.misses_in(span, source).is_some() {
                 return;
@@ -2018,8 +2018,9 @@ impl Question {
                 covered += 3;
             }
             // "I'm 22", "on a Saturday": a span whose range of age or days holds it.
-            covered += 4 * self.fitted(span);
-            found.push((covered, span.len(), span.to_owned(), values(span)));
+            let fit = self.fitted(span);
+            covered += 4 * fit;
+            found.push((covered, span.len(), span.to_owned(), values(span), fit));
         };
         // A record's field, led by the record's first field (`Room type: Private twin room;
         // Member price: £52`): the one value asked for, with whose it is, as a long record
@@ -2075,7 +2076,47 @@ impl Question {
                 .map(|f| f.0)
                 .max()
                 .unwrap_or(0);
-            found.retain(|f| f.3 <= fewest || f.0 > best_of_fewest);
+            // The asker's situation (`on a Sunday`) picks one of a line's values (`£145 on
+            // weekday evenings, or £189 on Sundays`): a span stating that one, and fitting
+            // as well, answers over one stating both, however much more it covers.
+            let fit_of_fewest = found
+                .iter()
+                .filter(|f| f.3 == fewest)
+                .map(|f| f.4)
+                .max()
+                .unwrap_or(0);
+            // Unless it asks of what the longer span says only of its later value
+            // (`office` in `sunday: gate 08:00-18:00, office 10:00-14:00`).
+            let fitting_terms: BTreeSet<String> = found
+                .iter()
+                .filter(|f| f.3 == fewest && f.4 == fit_of_fewest)
+                .flat_map(|f| content_stems(&f.2))
+                .collect();
+            let asks_of_later = |span: &str| {
+                let lower = span.to_lowercase();
+                let first = match self.kind {
+                    AnswerKind::Time => times(span).into_iter().next(),
+                    _ => amounts(span).into_iter().next(),
+                };
+                let later = first
+                    .and_then(|v| {
+                        lower
+                            .find(&v.to_lowercase())
+                            .map(|at| &lower[at + v.len()..])
+                    })
+                    .unwrap_or("");
+                content_stems(later)
+                    .iter()
+                    .any(|t| self.terms.contains(t) && !fitting_terms.contains(t))
+            };
+            found.retain(|f| {
+                f.3 <= fewest
+                    || if fit_of_fewest > 0 && !asks_of_later(&f.2) {
+                        f.4 > fit_of_fewest
+                    } else {
+                        f.0 > best_of_fewest
+                    }
+            });
             // Of spans answering as much, those stating the fewest values: a record's
             // `enrolled: 38` over its `… 4 of 38 participants`, each led by the arm.
             let least = |covered: usize| {
@@ -2147,7 +2188,7 @@ impl Question {
                 })
         });
         let mut out: Vec<String> = Vec::new();
-        for (_, _, span, _) in found {
+        for (_, _, span, ..) in found {
             if !out.contains(&span) {
                 out.push(span);
             }
@@ -4340,6 +4381,32 @@ mod natural_documents {
         // `the 2024 terms` names that version; it is no amount of terms a line must state.
         let q = Question::new("What did a bin cost under the 2024 terms?", &store);
         assert!(q.qualifiers.is_empty(), "{:?}", q.qualifiers);
+    }
+
+    #[test]
+    fn the_askers_situation_picks_one_of_a_lines_values() {
+        let store = one(
+            "fees",
+            "Fees\nA consultation out of hours is charged a surcharge of £145 on weekday evenings, or £189 on Sundays.\nsite: North; sunday: gate 08:00-18:00, office 10:00-14:00",
+        );
+        let q = Question::new(
+            "It's sunday afternoon. How much extra is the out of hours consultation?",
+            &store,
+        );
+        let spans = q.spans(
+            "A consultation out of hours is charged a surcharge of £145 on weekday evenings, or £189 on Sundays.",
+        );
+        assert!(
+            spans[0].contains("£189") && !spans[0].contains("£145"),
+            "{spans:?}"
+        );
+        // Unless what is asked is said of the later value alone.
+        let q = Question::new(
+            "What time does the office open on sundays at North?",
+            &store,
+        );
+        let spans = q.spans("site: North; sunday: gate 08:00-18:00, office 10:00-14:00");
+        assert!(spans[0].contains("office 10:00"), "{spans:?}");
     }
 
     #[test]

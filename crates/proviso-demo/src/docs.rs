@@ -640,8 +640,10 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
             (Some(key), true) => format!("{key}: {line}"),
             _ => line,
         };
+        // Emphasis marks (`**`, `*`) and code quotes are no part of what a line
+        // says: `*Surcharge.* A consultation …` is two sentences.
         let line = if markdown {
-            line.replace("**", "").replace('`', "")
+            line.replace('*', "").replace('`', "")
         } else {
             line
         };
