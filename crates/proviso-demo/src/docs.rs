@@ -643,7 +643,7 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
         // Emphasis marks (`**`, `*`) and code quotes are no part of what a line
         // says: `*Surcharge.* A consultation …` is two sentences.
         let line = if markdown {
-            line.replace('*', "").replace('`', "")
+            line.replace(['*', '`'], "")
         } else {
             line
         };
