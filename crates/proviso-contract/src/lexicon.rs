@@ -198,6 +198,14 @@ pub fn stem(word: &str) -> String {
         // `1st` is `first`: a small ordinal meets its word (`our first permit`).
         return ordinal_word(word).map_or_else(|| word.to_lowercase(), stem);
     }
+    // A small number spelt out meets its digits (`three-bedroom` meets `3 bedroom`); `one`
+    // is as often a pronoun (`a new one`), so it stays a word.
+    const SPELT: [&str; 11] = [
+        "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    ];
+    if let Some(n) = SPELT.iter().position(|w| word.eq_ignore_ascii_case(w)) {
+        return (n + 2).to_string();
+    }
     let base = base_form(word);
     let short: String = base.chars().take(5).collect();
     // Words that ask for the same thing meet (`borrow` meets `lent`, `price` meets `cost`),

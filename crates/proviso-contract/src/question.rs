@@ -639,6 +639,11 @@ pub struct Question {
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
+    /// What the sources abbreviate, by abbreviation: `WET` for `Wetherstow` where a page
+    /// writes `Wetherstow (WET)` or a record `id: WET; name: … Wetherstow`
+    /// ([`abbreviations`]).
+    #[serde(skip)]
+    abbreviations: BTreeMap<String, String>,
     /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
     /// "what kind of drug"): it describes the answer, which need not say it.
     answer_type: Vec<String>,
@@ -735,6 +740,7 @@ impl Question {
         // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
         // what names each, by its id.
         let referred = referred_records(store);
+        let abbreviations = abbreviations(store);
         for d in store.documents() {
             // A line is read with its section's heading, and with the line before it when
             // it refers back to it (`They must sleep in a private room`).
@@ -851,7 +857,14 @@ impl Question {
                     }
                     Qualifier::Label { .. } => true,
                 }),
-                Qualifier::Amount { value, unit } => amount_member(value, unit),
+                // The asker's own measure (`a unit of about 40 sq ft`) is held against
+                // the ranges stated ([`Question::measure_fits`]), not looked for as a member.
+                Qualifier::Amount { value, unit } => {
+                    amount_member(value, unit)
+                        && !stated_measures(&format!("{value} {unit}"))
+                            .first()
+                            .is_some_and(|m| stated_measures(question).contains(m))
+                }
             };
             for q in asked.iter().cloned() {
                 if stated.contains(&q) {
@@ -1144,6 +1157,23 @@ impl Question {
             .filter(|w| !is_misspelling(w, &known))
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
+        // A measure outside every band the sources state of its unit (`250 sq ft` where
+        // the bands stop at `121–175 sq ft`), when they state it in bands, is one they
+        // give nothing for.
+        for (unit, n) in &measures {
+            let bands: BTreeSet<(u64, u64)> = all_lines
+                .iter()
+                .flat_map(|l| measure_ranges(l))
+                .filter(|(u, ..)| u == unit)
+                .map(|(_, lo, hi)| (lo.to_bits(), hi.to_bits()))
+                .collect();
+            let held = bands
+                .iter()
+                .any(|(lo, hi)| f64::from_bits(*lo) <= *n && *n <= f64::from_bits(*hi));
+            if bands.len() >= 3 && !held {
+                unheard.push(format!("{n} {unit}"));
+            }
+        }
         // What a `what is the …` question asks for, in a word no line of any source states,
         // even a common one (`speed` in "What is the speed limit for trams?"): the sources
         // state what they have a value for, so none of them answers it.
@@ -1268,6 +1298,7 @@ impl Question {
             dates: stated_dates(question),
             contact: Contact::asked(&lower, kind),
             titles,
+            abbreviations,
             sections,
             earlier,
             answer_type,
@@ -1433,6 +1464,8 @@ impl Question {
                 .any(|v| words(v).contains(&n))
         };
         let general = self.member_fits(line).is_none();
+        // A line that writes a name by its abbreviation (`Weekly (WET, CAD)`) states it.
+        let line = &self.unabbreviated(line);
         let proper = self.proper.iter().all(|n| {
             (member(n) && general)
                 || [line, title, section_text]
@@ -1452,6 +1485,22 @@ impl Question {
             .chain(content_stems(title))
             .collect();
         self.states_half_the_subject(&near)
+    }
+
+    /// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`).
+    fn unabbreviated<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.abbreviations.is_empty() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let long: Vec<&str> = words(text)
+            .into_iter()
+            .filter_map(|w| self.abbreviations.get(w).map(String::as_str))
+            .collect();
+        if long.is_empty() {
+            std::borrow::Cow::Borrowed(text)
+        } else {
+            std::borrow::Cow::Owned(format!("{text} ({})", long.join(", ")))
+        }
     }
 
     /// How much of the question's subject `source`'s title states: the weight of its
@@ -1510,6 +1559,14 @@ impl Question {
     /// about, and what it asks is the answer's kind alone (here a sum of money).
     #[must_use]
     pub fn misses_in(&self, text: &str, source: Option<&str>) -> Option<String> {
+        self.misses_of(text, source, None)
+    }
+
+    /// [`Question::misses_in`] for `text`, a field of `record` (with the record's lead):
+    /// what the question asks beyond its subject may be stated by a field of the record
+    /// that says which row it is ([`row_of`]: `Roughly holds: a two-bedroom flat` for the
+    /// `4-weekly (HOL)` price of "a two bed flat").
+    fn misses_of(&self, text: &str, source: Option<&str>, record: Option<&str>) -> Option<String> {
         if !self.fits(text) {
             return Some(
                 "it states ages, group sizes, days or a record that leave out those the question states"
@@ -1673,7 +1730,14 @@ impl Question {
             }
             _ => {}
         }
-        let stems = content_stems(text);
+        let stems: Vec<String> = content_stems(text)
+            .into_iter()
+            .chain(
+                record
+                    .map(|r| content_stems(&row_of(r)))
+                    .unwrap_or_default(),
+            )
+            .collect();
         if let Some(verb) = &self.predicate {
             // "Can I bring my dog to the allotment?": a rule that allows or forbids what
             // the line is about (`Dogs are not allowed on any allotment site`) settles
@@ -2002,12 +2066,25 @@ impl Question {
             _ => 0,
         };
         let mut found: Vec<(usize, usize, String, usize, usize)> = Vec::new();
-        let mut judge = |span: &str| {
-            if span.is_empty() || self.misses_in(span, source).is_some() {
+        let mut judge = |span: &str, record: Option<&str>| {
+            if span.is_empty() || self.misses_of(span, source, record).is_some() {
                 return;
             }
+            // A record's field covers what its record says of the question to pick its row
+            // ([`row_of`]), at half the weight of its own words, which decide among its
+            // fields.
             let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
-            let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2;
+            let row: BTreeSet<String> = record
+                .map(|r| content_stems(&row_of(r)))
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2
+                + self
+                    .terms
+                    .iter()
+                    .filter(|t| !stems.contains(*t) && row.contains(*t))
+                    .count();
             let lower = span.to_lowercase();
             let marked = |marks: &[&str]| words(&lower).iter().any(|w| marks.contains(w));
             if self.kind == AnswerKind::Reason && marked(REASON_MARKS) {
@@ -2018,8 +2095,22 @@ impl Question {
                 covered += 3;
             }
             // "I'm 22", "on a Saturday": a span whose range of age or days holds it.
-            let fit = self.fitted(span);
+            // A record's measure picks its row, for each of its fields; a field's own days
+            // (`Weekday (Sun–Thu)`) pick the field.
+            let fit = self.fitted(span).max(usize::from(
+                record.is_some_and(|r| self.measure_fits(r) == Some(true)),
+            ));
             covered += 4 * fit;
+            // Of a record's fields, the one for the place the question names, written by
+            // its abbreviation or not (`Weekly (WET, CAD, LYM): £31.40` at Caddon Bridge).
+            if !self.proper.is_empty() {
+                let unabbreviated = self.unabbreviated(span);
+                covered += 2 * self
+                    .proper
+                    .iter()
+                    .filter(|n| states_name(&unabbreviated, n))
+                    .count();
+            }
             found.push((covered, span.len(), span.to_owned(), values(span), fit));
         };
         // A record's field, led by the record's first field (`Room type: Private twin room;
@@ -2045,11 +2136,11 @@ impl Question {
         if let (Some(fields), Some((lead, after))) = (&record, &lead) {
             for (k, field) in fields.iter().enumerate().skip(1) {
                 if *after == 1 || k + 1 != *after {
-                    judge(&format!("{lead}; {field}"));
+                    judge(&format!("{lead}; {field}"), Some(line));
                 }
             }
             if *after > 1 {
-                judge(lead);
+                judge(lead, None);
             }
         }
         for i in 0..clauses.len() {
@@ -2063,7 +2154,7 @@ impl Question {
                 if bare && j > i {
                     break;
                 }
-                judge(line[clauses[i].0..clauses[j].1].trim());
+                judge(line[clauses[i].0..clauses[j].1].trim(), None);
             }
         }
         // An answer states one value of what is asked: a span stating two amounts (or two
@@ -2413,6 +2504,75 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
                 .collect();
             if !names.is_empty() {
                 out.insert(id.trim().to_lowercase(), names.join(" "));
+            }
+        }
+    }
+    out
+}
+
+/// The fields of a record that say which row it is rather than state a value of it: those
+/// that state no amount (`Unit: Large`, `Roughly holds: a two-bedroom flat`, not `Floor
+/// area: 61–85 sq ft` or `Protected data: 10 TiB`).
+fn row_of(record: &str) -> String {
+    record_fields(record)
+        .map(|fields| {
+            fields
+                .into_iter()
+                .filter(|f| amounts(f).is_empty())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}
+
+/// What the sources abbreviate, by abbreviation (two to six capitals or digits, led by a
+/// capital): a name followed by its abbreviation in brackets, whose letters it writes in
+/// order from its first letter on (`Wetherstow (WET)`, `Caddon Bridge (CAD)`, `Out-of-hours
+/// (OOH)`; not `Medium van (LWB)`), and a record whose id is written so (`id: WET; name:
+/// Brackenmoor Wetherstow`).
+fn abbreviations(store: &SourceStore) -> BTreeMap<String, String> {
+    let is_abbreviation = |w: &str| {
+        (2..=6).contains(&w.chars().count())
+            && w.starts_with(|c: char| c.is_ascii_uppercase())
+            && w.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+    };
+    let mut out = BTreeMap::new();
+    for (id, name) in referred_records(store) {
+        let upper = id.to_uppercase();
+        if is_abbreviation(&upper) {
+            out.insert(upper, name);
+        }
+    }
+    for line in store.documents().flat_map(|d| d.lines().iter()) {
+        for (at, _) in line.match_indices('(') {
+            let Some(inside) = line[at + 1..].split([')', ',']).next() else {
+                continue;
+            };
+            let abbreviation = inside.trim();
+            if !is_abbreviation(abbreviation) || !line[at + 1..].contains(')') {
+                continue;
+            }
+            let before = words(&line[..at]);
+            let letters: Vec<char> = abbreviation.to_lowercase().chars().collect();
+            // The fewest words before the bracket, up to four, whose letters hold the
+            // abbreviation's in order and whose first letter is its first.
+            let name = (1..=before.len().min(4)).find_map(|n| {
+                let run = &before[before.len() - n..];
+                let text = run.join(" ").to_lowercase();
+                let mut wanted = letters.iter().peekable();
+                for c in text.chars().filter(|c| c.is_alphanumeric()) {
+                    if wanted.peek() == Some(&&c) {
+                        wanted.next();
+                    }
+                }
+                (text.starts_with(letters[0])
+                    && wanted.peek().is_none()
+                    && run[0].starts_with(char::is_uppercase))
+                .then(|| run.join(" "))
+            });
+            if let Some(name) = name {
+                out.entry(abbreviation.to_owned()).or_insert(name);
             }
         }
     }
@@ -4407,6 +4567,39 @@ mod natural_documents {
         );
         let spans = q.spans("site: North; sunday: gate 08:00-18:00, office 10:00-14:00");
         assert!(spans[0].contains("office 10:00"), "{spans:?}");
+    }
+
+    #[test]
+    fn abbreviations_and_a_records_other_fields_pick_the_value_asked_for() {
+        let store = one(
+            "prices",
+            "Unit prices\nThe first price applies at Wetherstow (WET) and Caddon Bridge (CAD); Hollinsford (HOL) has its own.\nUnit: Medium; Floor area: 36–60 sq ft; Roughly holds: a one-bedroom flat; Weekly (WET, CAD): £23.50; Weekly (HOL): £19.20\nUnit: Large; Floor area: 61–85 sq ft; Roughly holds: a two-bedroom flat; Weekly (WET, CAD): £31.40; Weekly (HOL): £26.10\nUnit: Jumbo; Floor area: 121–175 sq ft; Roughly holds: a house; Weekly (WET, CAD): £54.80; Weekly (HOL): £45.60\nPrices include VAT.\nYou pay every 4 weeks.\nA fee of £12 is charged once.\nLockers are excluded from offers.\nStudents get 25% off.\nGates open at 06:00.\nOffices close at 17:00.\nBring photo ID.\nKeep your PIN private.",
+        );
+        let large = "Unit: Large; Floor area: 61–85 sq ft; Roughly holds: a two-bedroom flat; Weekly (WET, CAD): £31.40; Weekly (HOL): £26.10";
+        let q = Question::new(
+            "What's the weekly price at caddon bridge for a 2 bedroom flat?",
+            &store,
+        );
+        assert!(q.names_stated(large, "prices"));
+        assert_eq!(q.spans(large)[0], "Unit: Large; Weekly (WET, CAD): £31.40");
+        let q = Question::new(
+            "We're putting a two bed flat into storage at Hollinsford. How much is that a week?",
+            &store,
+        );
+        assert_eq!(q.spans(large)[0], "Unit: Large; Weekly (HOL): £26.10");
+        // A measure outside every band stated is one the sources give nothing for.
+        let q = Question::new(
+            "What would a unit of around 250 sq ft cost per week?",
+            &store,
+        );
+        assert!(q
+            .misses("Students get 25% off.")
+            .is_some_and(|m| m.contains("250")));
+        let q = Question::new("What would a unit of about 40 sq ft cost per week?", &store);
+        assert_eq!(
+            q.misses("Unit: Medium; Floor area: 36–60 sq ft; Roughly holds: a one-bedroom flat; Weekly (WET, CAD): £23.50; Weekly (HOL): £19.20"),
+            None
+        );
     }
 
     #[test]
