@@ -334,6 +334,8 @@ const RELATED: &[&[&str]] = &[
     ],
     &["cat", "moggy", "moggie", "tabby", "siamese"],
     &["bicycle", "bike"],
+    // "For a whole day": what a price list calls a full day.
+    &["whole", "full", "entire"],
     // "What is it worth?": what a page calls its value.
     &["worth", "value", "valued", "valuation"],
     &["wide", "wider", "widest", "width"],

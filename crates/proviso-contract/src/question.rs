@@ -657,6 +657,10 @@ pub struct Question {
     /// ([`SourceDocument::section`](crate::SourceDocument::section)).
     #[serde(skip)]
     sections: BTreeMap<(String, String), String>,
+    /// Per source and line text, the line before it when it refers back to it (`It will be
+    /// out of service …` after `We are refurbishing Lift 2 …`), lower case.
+    #[serde(skip)]
+    antecedents: BTreeMap<(String, String), String>,
     /// Per source (all its versions): its stems and its lower-cased text, for
     /// [`Question::on_subject`]; read once, kept only when the question has a subject.
     #[serde(skip)]
@@ -737,6 +741,7 @@ impl Question {
         // Each source's title (its first line), lower case.
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
+        let mut antecedents: BTreeMap<(String, String), String> = BTreeMap::new();
         // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
         // what names each, by its id.
         let referred = referred_records(store);
@@ -751,6 +756,11 @@ impl Question {
                 .is_none()
                 .then(|| d.source_id().replace(['-', '_', '.'], " "));
             for ((line, section), (_, before)) in d.sections().zip(d.antecedents()) {
+                if let Some(before) = before {
+                    antecedents
+                        .entry((d.source_id().to_owned(), line.to_owned()))
+                        .or_insert_with(|| before.to_lowercase());
+                }
                 let context = match (section.or(named.as_deref()), before) {
                     (Some(s), Some(b)) => format!("{s} {b}"),
                     (Some(s), None) => s.to_owned(),
@@ -1299,6 +1309,7 @@ impl Question {
             contact: Contact::asked(&lower, kind),
             titles,
             abbreviations,
+            antecedents,
             sections,
             earlier,
             answer_type,
@@ -1559,14 +1570,16 @@ impl Question {
     /// about, and what it asks is the answer's kind alone (here a sum of money).
     #[must_use]
     pub fn misses_in(&self, text: &str, source: Option<&str>) -> Option<String> {
-        self.misses_of(text, source, None)
+        let before = source.and_then(|s| self.antecedents.get(&(s.to_owned(), text.to_owned())));
+        self.misses_of(text, source, before.map(String::as_str))
     }
 
-    /// [`Question::misses_in`] for `text`, a field of `record` (with the record's lead):
-    /// what the question asks beyond its subject may be stated by a field of the record
-    /// that says which row it is ([`row_of`]: `Roughly holds: a two-bedroom flat` for the
-    /// `4-weekly (HOL)` price of "a two bed flat").
-    fn misses_of(&self, text: &str, source: Option<&str>, record: Option<&str>) -> Option<String> {
+    /// [`Question::misses_in`] for `text` read in `context`, whose words say what the
+    /// question asks beyond its subject as well as its own: a record's fields that say which
+    /// row it is ([`row_of`]: `Roughly holds: a two-bedroom flat` for the `4-weekly (HOL)`
+    /// price of "a two bed flat"), or the line a line refers back to (`It will be out of
+    /// service …` is the lift's).
+    fn misses_of(&self, text: &str, source: Option<&str>, context: Option<&str>) -> Option<String> {
         if !self.fits(text) {
             return Some(
                 "it states ages, group sizes, days or a record that leave out those the question states"
@@ -1732,11 +1745,7 @@ impl Question {
         }
         let stems: Vec<String> = content_stems(text)
             .into_iter()
-            .chain(
-                record
-                    .map(|r| content_stems(&row_of(r)))
-                    .unwrap_or_default(),
-            )
+            .chain(context.map(content_stems).unwrap_or_default())
             .collect();
         if let Some(verb) = &self.predicate {
             // "Can I bring my dog to the allotment?": a rule that allows or forbids what
@@ -2066,8 +2075,13 @@ impl Question {
             _ => 0,
         };
         let mut found: Vec<(usize, usize, String, usize, usize)> = Vec::new();
+        let before = source.and_then(|s| self.antecedents.get(&(s.to_owned(), line.to_owned())));
         let mut judge = |span: &str, record: Option<&str>| {
-            if span.is_empty() || self.misses_of(span, source, record).is_some() {
+            let context = match record {
+                Some(r) => Some(row_of(r)),
+                None => before.cloned(),
+            };
+            if span.is_empty() || self.misses_of(span, source, context.as_deref()).is_some() {
                 return;
             }
             // A record's field covers what its record says of the question to pick its row
@@ -2443,7 +2457,7 @@ fn record_fields(line: &str) -> Option<Vec<&str>> {
     let fields: Vec<&str> = line.split("; ").map(str::trim).collect();
     let keyed = |f: &&str| {
         f.split_once(": ")
-            .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 5)
+            .is_some_and(|(k, v)| !v.trim().is_empty() && !k.is_empty() && words(k).len() <= 8)
     };
     (fields.len() >= 2 && fields.iter().all(keyed)).then_some(fields)
 }
