@@ -594,8 +594,9 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
 /// table, a man page, a changelog, an advisory) to at most its one (`Where is Pellmoor's
 /// support team based?`, which no source answers, is answered by the advisory's `From:`
 /// line, whose company name reads as a place). `corpora/council` and `corpora/vet` (session
-/// 31) and `corpora/storage` (held out in session 31, a development set from session 32)
-/// are held to their counts.
+/// 31), `corpora/storage` (held out in session 31, a development set from session 32) and
+/// `corpora/handbook` (held out from session 28; read in session 32 when a change cost it
+/// two answers) are held to their counts.
 #[test]
 fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, least_right, most_wrong) in [
@@ -605,6 +606,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("council", 22, 3),
         ("vet", 23, 2),
         ("storage", 20, 5),
+        ("handbook", 12, 3),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

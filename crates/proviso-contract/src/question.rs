@@ -2524,15 +2524,22 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
     out
 }
 
-/// The fields of a record that say which row it is rather than state a value of it: those
-/// that state no amount (`Unit: Large`, `Roughly holds: a two-bedroom flat`, not `Floor
-/// area: 61–85 sq ft` or `Protected data: 10 TiB`).
+/// The fields of a record that describe which row it is rather than state a value of it:
+/// those whose value is a description, with no amount and no name (`Roughly holds: a
+/// two-bedroom flat`, not `Floor area: 61–85 sq ft`, `Protected data: 10 TiB` or
+/// `first_aider: Hattie Okonjo`).
 fn row_of(record: &str) -> String {
     record_fields(record)
         .map(|fields| {
             fields
                 .into_iter()
-                .filter(|f| amounts(f).is_empty())
+                .filter(|f| {
+                    let value = f.split_once(": ").map_or(*f, |(_, v)| v);
+                    amounts(value).is_empty()
+                        && !words(value)
+                            .iter()
+                            .any(|w| w.starts_with(char::is_uppercase))
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         })
@@ -4601,6 +4608,19 @@ mod natural_documents {
             &store,
         );
         assert_eq!(q.spans(large)[0], "Unit: Large; Weekly (HOL): £26.10");
+        // A field that names someone or states a value is no description of the row: the
+        // address naming the town does not answer who the first aider is.
+        let sites = one(
+            "sites",
+            "Sites\ncode: QR-BRS; town: Bristol; address: Unit 2, Temple Gate, Bristol; first_aider: Hattie Okonjo\ncode: QR-HUD; town: Huddersfield; address: Bay 3, Colne Valley, Huddersfield; first_aider: Maeve Duckworth",
+        );
+        let q = Question::new("Who's the first aider in the Bristol office?", &sites);
+        let bristol = line(&sites, "code: QR-BRS");
+        assert!(
+            q.spans(&bristol)[0].contains("Hattie Okonjo"),
+            "{:?}",
+            q.spans(&bristol)
+        );
         // A measure outside every band stated is one the sources give nothing for.
         let q = Question::new(
             "What would a unit of around 250 sq ft cost per week?",
