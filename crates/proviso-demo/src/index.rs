@@ -430,9 +430,9 @@ mod tests {
         assert_eq!(now[0], 4, "{now:?}");
         assert_eq!(*now.last().unwrap(), 1, "{now:?}");
         assert!(!now.contains(&0) && !now.contains(&2), "{now:?}");
-        // Asked about the earlier version, the old price is ranked on its own merit, before
-        // lines in force that share less.
+        // Asked about the earlier version, the superseded lines come first.
         let before = found("day ticket in the previous fees");
+        assert_eq!(before[0], 1, "{before:?}");
         assert!(before.iter().position(|&i| i == 1) < before.iter().position(|&i| i == 5));
     }
 
