@@ -745,7 +745,9 @@ impl Question {
         // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
         // what names each, by its id.
         let referred = referred_records(store);
-        let abbreviations = abbreviations(store);
+        let abbreviations = abbreviations(store, &referred);
+        // The measures the question states as a number and a unit, read once.
+        let measures = stated_measures(question);
         for d in store.documents() {
             // A line is read with its section's heading, and with the line before it when
             // it refers back to it (`They must sleep in a private room`).
@@ -873,7 +875,7 @@ impl Question {
                     amount_member(value, unit)
                         && !stated_measures(&format!("{value} {unit}"))
                             .first()
-                            .is_some_and(|m| stated_measures(question).contains(m))
+                            .is_some_and(|m| measures.contains(m))
                 }
             };
             for q in asked.iter().cloned() {
@@ -1077,7 +1079,6 @@ impl Question {
             .flat_map(|i| [stem(tokens[i - 1]), stem(tokens[i])])
             .collect();
         // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
-        let measures = stated_measures(question);
         // The unit as the asker wrote it (`kilos`) and the verb that states the measure
         // (`she weighs 30 kilos`) are the asker's too.
         let measured: BTreeSet<String> = measures
@@ -2550,8 +2551,11 @@ fn row_of(record: &str) -> String {
 /// capital): a name followed by its abbreviation in brackets, whose letters it writes in
 /// order from its first letter on (`Wetherstow (WET)`, `Caddon Bridge (CAD)`, `Out-of-hours
 /// (OOH)`; not `Medium van (LWB)`), and a record whose id is written so (`id: WET; name:
-/// Brackenmoor Wetherstow`).
-fn abbreviations(store: &SourceStore) -> BTreeMap<String, String> {
+/// Brackenmoor Wetherstow`, from [`referred_records`]).
+fn abbreviations(
+    store: &SourceStore,
+    referred: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     let is_abbreviation = |w: &str| {
         (2..=6).contains(&w.chars().count())
             && w.starts_with(|c: char| c.is_ascii_uppercase())
@@ -2559,10 +2563,10 @@ fn abbreviations(store: &SourceStore) -> BTreeMap<String, String> {
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
     };
     let mut out = BTreeMap::new();
-    for (id, name) in referred_records(store) {
+    for (id, name) in referred {
         let upper = id.to_uppercase();
         if is_abbreviation(&upper) {
-            out.insert(upper, name);
+            out.insert(upper, name.clone());
         }
     }
     for line in store.documents().flat_map(|d| d.lines().iter()) {
