@@ -102,30 +102,34 @@ impl SourceDocument {
 
     /// What the whole document is about: its title ([`SourceDocument::title`]) and, when
     /// the lines that head it (before its first sentence of prose) include a memo's or
-    /// notice's `Subject:` or `Re:` line, that line's text too. A notice titled by its
-    /// series number (`SERVICE NOTICE FN-2025-09`) names the branch it is about only there,
-    /// and every sentence under it is about that branch.
+    /// notice's `Subject:` or `Re:` line, or lines saying where it applies (`Affected
+    /// area:`), their text too. A notice titled by its series number (`SERVICE NOTICE
+    /// FN-2025-09`) names the branch it is about only there, and every sentence under it
+    /// is about that branch.
     #[must_use]
     pub fn about(&self) -> Option<String> {
         let title = self.title()?;
-        let subject = self
+        let subjects: Vec<&str> = self
             .lines
             .iter()
             .map(|l| l.trim())
             .filter(|l| !l.is_empty())
             .skip(1)
             .take_while(|l| !is_prose(l))
-            .find_map(|l| {
+            .filter_map(|l| {
                 let (key, value) = l.split_once(':')?;
                 let key = key.trim().to_lowercase();
-                SUBJECT_KEYS
-                    .contains(&key.as_str())
+                // `Affected area:` as well as `Area:`: the key's last word says what it is.
+                let last = key.rsplit(' ').next().unwrap_or_default();
+                (SUBJECT_KEYS.contains(&key.as_str()) || SCOPE_KEYS.contains(&last))
                     .then(|| value.trim())
                     .filter(|v| !v.is_empty())
-            });
-        Some(match subject {
-            Some(subject) => format!("{title} {subject}"),
-            None => title.to_owned(),
+            })
+            .collect();
+        Some(if subjects.is_empty() {
+            title.to_owned()
+        } else {
+            format!("{title} {}", subjects.join(" "))
         })
     }
 
@@ -214,6 +218,10 @@ impl SourceDocument {
 
 /// The keys of a header line that says what a memo, notice or letter is about.
 const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"];
+
+/// The last word of a header key that says where a notice applies (`Affected area:`,
+/// `Site:`): every sentence under it is about that place.
+const SCOPE_KEYS: [&str; 6] = ["area", "areas", "location", "site", "branch", "region"];
 
 /// Whether a line is a sentence of prose rather than a header: it ends a sentence and runs
 /// to more than a dozen words.

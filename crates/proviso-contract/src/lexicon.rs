@@ -740,6 +740,9 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
     (&["put"], "off", "postpone"),
     (&["break", "broke"], "down", "broken"),
     (&["grow", "grown"], "up", "adult"),
+    // "How much will my bill go up by?": a price rises. (Not `went up`, which tells
+    // the asker's situation: "before the prices went up".)
+    (&["go", "goes", "going"], "up", "increase"),
 ];
 
 /// Set phrases and the one word for them: `at the same time` and `at once` say one thing.
@@ -1828,11 +1831,28 @@ pub fn stated_lengths(text: &str) -> Vec<u32> {
 /// more`, `less than 2 years`, `up to 14 nights`), in days, each as (lowest, highest).
 #[must_use]
 pub fn length_ranges(text: &str) -> Vec<(u32, u32)> {
+    // An agreement named by how long it runs (`24-month contract`, `7-day pass`) is for
+    // that length: "the 2 year contract" is the `24-month` one. A length alone (`within
+    // 14 days`) is a limit, not a kind of agreement, and names no range.
+    static NAMED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let named = NAMED.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)\b(\d{1,3})[- ](day|week|month|year)s?[- ](contract|plan|term|deal|pass|ticket|membership|subscription|tariff|lease|tenancy|agreement)s?\b",
+        )
+        .expect("a valid pattern")
+    });
     text.split([';', ','])
         .flat_map(|piece| {
             let t = age_tokens(piece);
             let at = |i: usize| t.get(i).map(String::as_str);
-            let mut out = Vec::new();
+            let mut out: Vec<(u32, u32)> = named
+                .captures_iter(piece)
+                .filter_map(|c| {
+                    let n: u32 = c[1].parse().ok()?;
+                    let per = days_per(&c[2].to_lowercase())?;
+                    Some((n * per, n * per + per - 1))
+                })
+                .collect();
             for (i, token) in t.iter().enumerate() {
                 let Some(n) = count_in(token) else { continue };
                 let before = (i.checked_sub(2).and_then(at), i.checked_sub(1).and_then(at));
@@ -2702,20 +2722,42 @@ pub fn unclipped<'a>(
 
 /// Whether `line` opens with a word that stands for something a line before it names: a
 /// pronoun or a determiner alone (`It costs £3.50.`, `They must …`, `These are …`,
-/// `Those aged 3 to 15 …`).
+/// `Those aged 3 to 15 …`), or with a clause that stands for what it says (`If you do
+/// not, we charge £60.00.`, `Otherwise …`).
 #[must_use]
 pub fn refers_back(line: &str) -> bool {
     const BACK: &[&str] = &[
-        "it", "its", "they", "their", "them", "these", "this", "those", "he", "she", "his", "her",
-        "such", "both", "either", "neither",
+        "it",
+        "its",
+        "they",
+        "their",
+        "them",
+        "these",
+        "this",
+        "those",
+        "he",
+        "she",
+        "his",
+        "her",
+        "such",
+        "both",
+        "either",
+        "neither",
+        "otherwise",
     ];
-    line.split_whitespace()
-        .next()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
-        })
-        .is_some_and(|w| BACK.contains(&w.as_str()))
+    // The clause ends at its comma: `If you do not return it, …` says what it means.
+    const ELLIPTIC: &[&str] = &[
+        "if you do not,",
+        "if you don't,",
+        "if you don’t,",
+        "if not,",
+        "if so,",
+        "in that case,",
+        "in this case,",
+    ];
+    let lower = line.trim_start().to_lowercase();
+    words(&lower).first().is_some_and(|w| BACK.contains(w))
+        || ELLIPTIC.iter().any(|e| lower.starts_with(e))
 }
 
 #[cfg(test)]

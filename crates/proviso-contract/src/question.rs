@@ -131,6 +131,12 @@ impl AnswerKind {
             "height",
             "distance",
             "number",
+            "speed",
+            "mileage",
+            "discount",
+            "surcharge",
+            "excess",
+            "tax",
         ];
         let asks_what = ["what", "which"].contains(&first)
             || q.starts_with("what's")
@@ -647,6 +653,9 @@ pub struct Question {
     /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
     /// "what kind of drug"): it describes the answer, which need not say it.
     answer_type: Vec<String>,
+    /// The whole noun phrase after `which` or `what`, as stems (`mobile` and `network` in
+    /// "which mobile network"): a record's field of that name states the kind asked for.
+    answer_phrase: Vec<String>,
     /// The kind of thing a `which` or `what` question asks for in the plural (`arm` in
     /// "which arms were terminated"): an answer may name several.
     listed: Option<String>,
@@ -976,17 +985,29 @@ impl Question {
                 .filter(|&i| marks_earlier(&tokens, i) && !age(i))
                 .flat_map(|i| {
                     let before = tokens[i] == "before";
-                    std::iter::once(tokens[i]).chain(
-                        tokens[i + 1..]
-                            .iter()
-                            .copied()
-                            // `before the April 2025 change`: the article opens the phrase.
-                            .skip_while(move |w| before && ["the", "a", "an"].contains(w))
-                            .take_while(|w| !is_function_word(w))
-                            .take(3),
-                    )
+                    let phrase: Vec<&str> = std::iter::once(tokens[i])
+                        .chain(
+                            tokens[i + 1..]
+                                .iter()
+                                .copied()
+                                // `before the April 2025 change`: the article opens the phrase.
+                                .skip_while(move |w| before && ["the", "a", "an"].contains(w))
+                                .take_while(|w| !is_function_word(w))
+                                .take(3),
+                        )
+                        .collect();
+                    // `before the prices went up` reads `increase` as well.
+                    let read: Vec<String> = content_words(&reading(&tokens[i..].join(" ")))
+                        .into_iter()
+                        .take(phrase.len())
+                        .map(str::to_lowercase)
+                        .collect();
+                    phrase
+                        .into_iter()
+                        .map(stem)
+                        .chain(read.iter().map(|w| stem(w)))
+                        .collect::<Vec<_>>()
                 })
-                .map(stem)
                 .collect()
         } else {
             BTreeSet::new()
@@ -1001,12 +1022,19 @@ impl Question {
         // is: `trial NCT05234567`).
         let asked_words = words(&lower);
         let mut answer_type: Vec<String> = Vec::new();
+        let mut answer_phrase: Vec<String> = Vec::new();
         let mut listed = None;
         if let Some(i) = asked_words
             .windows(2)
             .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
         {
             answer_type.push(stem(asked_words[i + 1]));
+            answer_phrase = asked_words[i + 1..]
+                .iter()
+                .take_while(|w| !is_function_word(w))
+                .take(3)
+                .map(|w| stem(w))
+                .collect();
             let kind = asked_words[i + 1];
             if kind.len() > 3 && kind.ends_with('s') && !kind.ends_with("ss") && stem(kind) != kind
             {
@@ -1034,9 +1062,13 @@ impl Question {
             .into_iter()
             .enumerate()
             .filter(|(i, w)| {
-                let capital = *i > 0
+                // A brand's `iPhone` or `eSIM`, capitalised inside, is a name wherever it is.
+                let camel = w.chars().next().is_some_and(char::is_lowercase)
+                    && w.chars().skip(1).any(char::is_uppercase);
+                let capital = (*i > 0
                     && w.chars().next().is_some_and(char::is_uppercase)
-                    && !opens_sentence(question, w);
+                    && !opens_sentence(question, w))
+                    || camel;
                 let lower_name = w.chars().all(char::is_lowercase)
                     && w.chars().count() >= 4
                     && !is_common_word(w)
@@ -1314,6 +1346,7 @@ impl Question {
             sections,
             earlier,
             answer_type,
+            answer_phrase,
             listed,
             asks_title: words(&lower)
                 .iter()
@@ -1781,7 +1814,10 @@ impl Question {
         // Nor does a range of dates holding the asker's (`due between 2 June and 15 June`).
         let picks_row = usize::from(self.measure_fits(text) == Some(true))
             + usize::from(self.date_fits(text) == Some(true));
-        let pinned = !self.qualifiers.is_empty() || self.held(text) > picks_row;
+        // Not a yes-or-no question's: "does the Hub 6 support wifi 7?" names the row, and
+        // asks what the row must still say.
+        let pinned = (self.kind != AnswerKind::YesNo && !self.qualifiers.is_empty())
+            || self.held(text) > picks_row;
         // "Per person or per room?": the answer states one of the alternatives.
         let alternatives = &self.alternatives;
         let sequence: Vec<String> = words(text).iter().map(|w| stem(w)).collect();
@@ -1800,7 +1836,27 @@ impl Question {
                 let stems = content_stems(title);
                 beyond.iter().all(|t| stems.contains(t)) && self.year_fits(title) != Some(false)
             });
-        if !pinned && !titled && !beyond.is_empty() && !beyond.iter().any(|t| stems.contains(t)) {
+        // A record about the named subject (`country: Norway`) whose field is named as the
+        // kind asked for (`partner_network` for "which mobile network … in Norway") states
+        // what is asked, whatever verb the question asks it with. Not its first field,
+        // which names the row.
+        let keyed = self.kind == AnswerKind::Thing
+            && !self.proper.is_empty()
+            && self.proper.iter().all(|n| states_name(text, n))
+            && record_fields(text).is_some_and(|fields| {
+                fields.iter().skip(1).any(|f| {
+                    f.split_once(": ").is_some_and(|(k, v)| {
+                        let key = content_stems(k);
+                        v.trim() != "null" && self.answer_phrase.iter().any(|a| key.contains(a))
+                    })
+                })
+            });
+        if !pinned
+            && !titled
+            && !keyed
+            && !beyond.is_empty()
+            && !beyond.iter().any(|t| stems.contains(t))
+        {
             return Some("it states none of what the question asks beyond its subject".into());
         }
         None
@@ -2784,7 +2840,18 @@ fn marks_earlier(tokens: &[&str], i: usize) -> bool {
             || ["one", "two"].contains(&tokens[i - 1])
             || crate::lexicon::NUMBER_WORDS.contains(&tokens[i - 1]));
     (EARLIER.contains(&tokens[i]) && !owned)
-        || (tokens[i] == "before" && tokens[i + 1..].iter().take(4).any(|w| CHANGES.contains(w)))
+        || (tokens[i] == "before" && {
+            // `before the prices went up` reads `increase`.
+            let next = tokens[i + 1..]
+                .iter()
+                .take(4)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+            words(&reading(&next))
+                .iter()
+                .any(|w| CHANGES.contains(&w.to_lowercase().as_str()))
+        })
 }
 
 /// Whether `question` names a year (`last year, in 2024`) in which a superseded version of
@@ -2930,15 +2997,40 @@ const GENERIC_ATTRIBUTES: &[&str] = &[
 /// counts anything, so it constrains nothing.
 fn counted_phrase(question: &str) -> Vec<String> {
     const ANYTHING: [&str; 4] = ["thing", "things", "ones", "stuff"];
-    let Some(rest) = question.split("how many ").nth(1) else {
+    // "The most mesh discs", "the maximum number of guests": a count as well, when what
+    // follows ends in a plural (`the most expensive plan` asks no count).
+    const LIMITS: [&str; 6] = [
+        "the most ",
+        "maximum number of ",
+        "max number of ",
+        "largest number of ",
+        "minimum number of ",
+        "smallest number of ",
+    ];
+    let phrase_of = |rest: &str| -> Vec<String> {
+        words(rest)
+            .into_iter()
+            .take_while(|w| !is_function_word(w) && w.chars().all(char::is_alphabetic))
+            .take(4)
+            .map(str::to_owned)
+            .collect()
+    };
+    let phrase = if let Some(rest) = question.split("how many ").nth(1) {
+        phrase_of(rest)
+    } else if let Some(rest) = LIMITS.iter().find_map(|l| question.split(l).nth(1)) {
+        let phrase = phrase_of(rest);
+        let plural = phrase.last().is_some_and(|w| {
+            (w.ends_with('s') && !w.ends_with("ss") && w.len() > 3)
+                || ["people", "children", "men", "women"].contains(&w.as_str())
+        });
+        if !plural {
+            return Vec::new();
+        }
+        phrase
+    } else {
         return Vec::new();
     };
-    let phrase: Vec<&str> = words(rest)
-        .into_iter()
-        .take_while(|w| !is_function_word(w) && w.chars().all(char::is_alphabetic))
-        .take(4)
-        .collect();
-    if phrase.iter().any(|w| ANYTHING.contains(w)) {
+    if phrase.iter().any(|w| ANYTHING.contains(&w.as_str())) {
         return Vec::new();
     }
     phrase.iter().map(|w| stem(w)).collect()
