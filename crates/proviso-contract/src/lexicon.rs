@@ -983,6 +983,11 @@ pub fn amounts_with_units(text: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// Units written with capitals and glued to their number (`35GB`, `900Mbps`).
+const GLUED_UNITS: [&str; 12] = [
+    "kb", "mb", "gb", "tb", "kbps", "mbps", "gbps", "kw", "kwh", "mwh", "mhz", "ghz",
+];
+
 /// The number a token states as an amount, if it does: digits (with `,` and `.`), a sign
 /// or a currency sign before, `%`, `x` or a hyphenated unit (`40-week`) after.
 fn amount_of(token: &str) -> Option<String> {
@@ -1003,7 +1008,9 @@ fn amount_of(token: &str) -> Option<String> {
             .strip_prefix('-')
             .is_some_and(|u| !u.is_empty() && u.chars().all(char::is_alphabetic))
         // `12mg`, `30cm`: a unit glued to the number.
-        || (rest.len() <= 3 && rest.chars().all(|c| c.is_ascii_lowercase()));
+        || (rest.len() <= 3 && rest.chars().all(|c| c.is_ascii_lowercase()))
+        // `35GB`, `500Mbps`, `7kWh`: a unit written with capitals.
+        || GLUED_UNITS.contains(&rest.to_ascii_lowercase().as_str());
     // A date (`2025-04-11`, `2025-04`) is a time, not an amount.
     let date = rest.starts_with('-') && rest[1..].starts_with(|c: char| c.is_ascii_digit());
     (unit_ok && !date).then(|| {
@@ -1708,7 +1715,7 @@ pub fn is_weekday(word: &str) -> bool {
 }
 
 /// A length of time's unit, as days (`week` is 7), or `None` for another word.
-fn days_per(unit: &str) -> Option<u32> {
+pub(crate) fn days_per(unit: &str) -> Option<u32> {
     match unit.trim_end_matches('s') {
         "day" | "night" => Some(1),
         "week" => Some(7),

@@ -618,6 +618,10 @@ pub struct Question {
     /// `larchfield` in `Larchfield Park`): what kind of thing it names.
     #[serde(skip)]
     heads: BTreeMap<String, String>,
+    /// For a proper name, what the record about it says it is in a key and a short value
+    /// (`zone 1` for `portugal`), as lower-case words.
+    #[serde(skip)]
+    kinds: BTreeMap<String, Vec<Vec<String>>>,
     /// Proper names the question writes that no source states: nothing here can answer it.
     unstated: Vec<String>,
     /// What the question asks beyond its subject that no source states, in a rare word, or
@@ -1109,6 +1113,18 @@ impl Question {
         let aged: BTreeSet<String> = (1..tokens.len())
             .filter(|&i| age(i))
             .flat_map(|i| [stem(tokens[i - 1]), stem(tokens[i])])
+            // So is the unit of a length of time they state (`for a week`, `a month in
+            // Spain`): how long is theirs, not what is asked.
+            .chain(
+                (1..tokens.len())
+                    .filter(|&i| {
+                        crate::lexicon::days_per(tokens[i]).is_some()
+                            && (["a", "an", "one"].contains(&tokens[i - 1])
+                                || tokens[i - 1].chars().all(|c| c.is_ascii_digit())
+                                || crate::lexicon::NUMBER_WORDS.contains(&tokens[i - 1]))
+                    })
+                    .map(|i| stem(tokens[i])),
+            )
             .collect();
         // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
         // The unit as the asker wrote it (`kilos`) and the verb that states the measure
@@ -1296,6 +1312,47 @@ impl Question {
                 proper.push(lower);
             }
         }
+        // What a record about a named thing says of it in a key and a short value (`zone:
+        // 1` of `country: Portugal`): a line that writes the two together (`Zone 1
+        // countries`) speaks of the thing by its kind, and of nothing else the record is.
+        let mut kinds: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+        for n in &proper {
+            for line in &all_lines {
+                let Some(fields) = record_fields(line) else {
+                    continue;
+                };
+                let pairs: Vec<(&str, &str)> =
+                    fields.iter().filter_map(|f| f.split_once(": ")).collect();
+                // The record is the thing's own: a field's whole value names it.
+                let own = pairs.iter().any(|(_, v)| {
+                    let value = words(v);
+                    !value.is_empty()
+                        && value.iter().any(|w| w.eq_ignore_ascii_case(n))
+                        && value
+                            .iter()
+                            .all(|w| proper.iter().any(|p| w.eq_ignore_ascii_case(p)))
+                });
+                if !own {
+                    continue;
+                }
+                for (k, v) in &pairs {
+                    let (key, value) = (words(k), words(v));
+                    if key.is_empty()
+                        || key.len() > 2
+                        || value.is_empty()
+                        || value.len() > 3
+                        || ["null", "true", "false", "none", "yes", "no"]
+                            .contains(&v.trim().to_lowercase().as_str())
+                        || value.iter().any(|w| w.eq_ignore_ascii_case(n))
+                    {
+                        continue;
+                    }
+                    let phrase: Vec<String> =
+                        key.iter().chain(&value).map(|w| w.to_lowercase()).collect();
+                    kinds.entry(n.clone()).or_default().push(phrase);
+                }
+            }
+        }
         let sources = if ids.is_empty() && names.is_empty() {
             BTreeMap::new()
         } else {
@@ -1325,6 +1382,7 @@ impl Question {
             measure,
             proper,
             heads,
+            kinds,
             unstated,
             unheard,
             age: stated_age(question),
@@ -1517,6 +1575,13 @@ impl Question {
                     .iter()
                     .any(|text| states_name(text, n))
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
+                || self.kinds.get(n).is_some_and(|kinds| {
+                    let written: Vec<String> =
+                        words(line).iter().map(|w| w.to_lowercase()).collect();
+                    kinds
+                        .iter()
+                        .any(|k| written.windows(k.len()).any(|w| w == k.as_slice()))
+                })
         });
         if !proper {
             return false;
@@ -3175,9 +3240,16 @@ fn asking_part(question: &str) -> &str {
     if opens(sentence) {
         return sentence;
     }
-    sentence
-        .match_indices(", ")
-        .map(|(i, _)| sentence[i + 2..].trim())
+    // A clause after a comma, a dash or a semicolon ("… on the 6GB plan - what will it
+    // cost me?").
+    let mut breaks: Vec<usize> = [", ", " - ", " – ", " — ", "; "]
+        .iter()
+        .flat_map(|b| sentence.match_indices(b).map(|(i, b)| i + b.len()))
+        .collect();
+    breaks.sort_unstable();
+    breaks
+        .into_iter()
+        .map(|i| sentence[i..].trim())
         .find(|rest| opens(rest))
         .unwrap_or(sentence)
 }
