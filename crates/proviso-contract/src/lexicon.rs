@@ -349,7 +349,12 @@ const RELATED: &[&[&str]] = &[
     &["week", "weeks", "weekly"],
     &["month", "months", "monthly"],
     &["year", "years", "yearly", "annual", "annually"],
-    &["quick", "fast", "rapid", "quickly"],
+    &["quick", "fast", "rapid", "quickly", "quickest", "fastest"],
+    &["plan", "package", "tariff"],
+    // "The lowest speed you promise": what a price list calls its minimum guaranteed.
+    &["lowest", "minimum"],
+    &["highest", "maximum"],
+    &["promise", "promised", "guarantee", "guaranteed"],
     &["renovate", "renovation", "refurbish", "refurbishment"],
     &["participant", "patient"],
     &["harm", "injury", "injure", "hurt"],
@@ -2763,8 +2768,23 @@ pub fn refers_back(line: &str) -> bool {
         "in this case,",
     ];
     let lower = line.trim_start().to_lowercase();
-    words(&lower).first().is_some_and(|w| BACK.contains(w))
+    let all = words(&lower);
+    // `The fastest plan we can offer there is …`: `there` after a word of content is a
+    // place the line before names (`There is a fee` and `is there` point nowhere), unless
+    // a name before it in the line is that place (`… gives the Glasgow team a workshop,
+    // which can be built there`).
+    let written = words(line);
+    let there = all.windows(2).enumerate().any(|(i, p)| {
+        p[1] == "there"
+            && !is_function_word(p[0])
+            && !p[0].ends_with("ly")
+            && !written[1..=i]
+                .iter()
+                .any(|w| w.chars().next().is_some_and(char::is_uppercase))
+    });
+    all.first().is_some_and(|w| BACK.contains(w))
         || ELLIPTIC.iter().any(|e| lower.starts_with(e))
+        || there
 }
 
 #[cfg(test)]

@@ -1557,6 +1557,12 @@ impl Question {
         }
         let title = self.titles.get(source).map_or("", String::as_str);
         let section_text = self.section(source, line).unwrap_or("");
+        // A line that refers back (`… we can offer there …`) names what the line before
+        // it does.
+        let before = self
+            .antecedents
+            .get(&(source.to_owned(), line.to_owned()))
+            .map_or("", String::as_str);
         // A member of a series the question names (`Pro` of the tiers) is checked by
         // [`Question::member_fits`]: a line that names no member of it states a rule for
         // all of them.
@@ -1571,7 +1577,7 @@ impl Question {
         let line = &self.unabbreviated(line);
         let proper = self.proper.iter().all(|n| {
             (member(n) && general)
-                || [line, title, section_text]
+                || [line, title, section_text, before]
                     .iter()
                     .any(|text| states_name(text, n))
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
