@@ -2197,9 +2197,11 @@ impl Question {
         let clauses = clauses(line);
         // Each span: how much of the question it covers, its length, the span, and how many
         // values of the asked kind it states.
+        // "What's the most I can spend …" asks a sum, whatever its first words.
         let values = |span: &str| match self.kind {
             AnswerKind::Quantity => amounts(span).len(),
             AnswerKind::Time => times(span).len(),
+            _ if self.asks_limit && self.measure.is_some() => amounts(span).len(),
             _ => 0,
         };
         let mut found: Vec<(usize, usize, String, usize, usize)> = Vec::new();
