@@ -439,7 +439,13 @@ impl Measure {
         let how_much_is = tokens
             .windows(3)
             .any(|w| w[0] == "how" && w[1] == "much" && PRICED.contains(&w[2]));
+        // "What's the most I'd have to pay?": a limit of what is paid is a sum.
+        let most_paid = tokens
+            .iter()
+            .any(|w| ["most", "maximum", "max", "least", "minimum"].contains(w))
+            && tokens.iter().any(|w| ["pay", "paid", "pays"].contains(w));
         if how_much_is
+            || most_paid
             || tokens
                 .iter()
                 .any(|w| MONEY.contains(&w.trim_end_matches('s')))
