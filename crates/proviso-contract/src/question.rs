@@ -1496,6 +1496,18 @@ impl Question {
         !named.is_empty() && !named.iter().any(|t| self.ids.contains(t))
     }
 
+    /// How many of the ids the question names `line` states (`grade M2` for "I'm on grade
+    /// M2 …").
+    #[must_use]
+    pub fn ids_stated(&self, line: &str) -> usize {
+        let named: BTreeSet<String> = line
+            .split_whitespace()
+            .filter(|w| w.chars().any(char::is_uppercase))
+            .flat_map(id_tokens)
+            .collect();
+        self.ids.iter().filter(|id| named.contains(*id)).count()
+    }
+
     /// Whether the question asks about an earlier, previous or superseded version (or
     /// names a version that is no longer in force), so that its lines may be cited.
     #[must_use]

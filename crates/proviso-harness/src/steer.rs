@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 
 use proviso_contract::lexicon::{content_stems, content_words};
-use proviso_contract::{Claim, Contract, EvidencePolicy, Question, SourceStore};
+use proviso_contract::{AnswerKind, Claim, Contract, EvidencePolicy, Question, SourceStore};
 use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -716,7 +716,14 @@ pub fn rank_citations(
             .iter()
             .filter(|t| stems.contains(*t) || before.contains(*t))
             .count()
-            + question.fitted(quote);
+            + question.fitted(quote)
+            // "I'm on grade M2 … do I get it?": a rule that names the asker's own id
+            // settles whether it applies to them.
+            + if question.kind() == AnswerKind::YesNo {
+                question.ids_stated(quote)
+            } else {
+                0
+            };
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
