@@ -576,6 +576,10 @@ pub struct Question {
     /// What the question asks beyond its subject, the answer's type and an id's kind: the
     /// words an answer must state one of (see [`Question::misses`]).
     beyond: Vec<String>,
+    /// Two words asked beyond the subject that make one name, as stems, the modifier
+    /// first (`car`, `trailer` in "hire a car trailer"), whose second word, which says
+    /// what it is, no source states.
+    compounds: Vec<(String, String)>,
     /// The sides of an `A or B` question, each as the stems of its words in order.
     alternatives: Vec<Vec<String>>,
     /// The amounts and times the question itself states, which an answer must go beyond.
@@ -1221,6 +1225,33 @@ impl Question {
             })
             .filter(|w| !is_misspelling(w, &known))
             .collect();
+        // Only a noun phrase's two words after its determiner (`a car trailer`), so that
+        // `open round the clock` or `it's sunday afternoon` is none.
+        const DETERMINERS: [&str; 16] = [
+            "a", "an", "the", "my", "our", "your", "his", "her", "their", "this", "that", "these",
+            "those", "any", "some", "every",
+        ];
+        let compounds: Vec<(String, String)> = words(&reading(question))
+            .windows(3)
+            .filter(|p| {
+                DETERMINERS.contains(&p[0].to_lowercase().as_str())
+                    && p[1..].iter().all(|w| {
+                        w.chars().all(char::is_lowercase)
+                            && !is_function_word(w)
+                            && !is_light_word(w)
+                            && !is_weekday(w)
+                    })
+            })
+            .map(|p| (stem(p[1]), stem(p[2])))
+            // A head that no source states at all (`trailer`): a line stating the
+            // modifier alone cannot be about it.
+            .filter(|(m, h)| {
+                m != h
+                    && beyond.contains(m)
+                    && beyond.contains(h)
+                    && !sources.values().any(|s| s.0.contains(h))
+            })
+            .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
         // A measure outside every band the sources state of its unit (`250 sq ft` where
         // the bands stop at `121–175 sq ft`), when they state it in bands, is one they
@@ -1376,6 +1407,7 @@ impl Question {
             ids,
             names,
             beyond,
+            compounds,
             alternatives,
             asked_amounts: amounts(question),
             asked_times: times(question),
@@ -1947,6 +1979,22 @@ impl Question {
             && !beyond.iter().any(|t| stems.contains(t))
         {
             return Some("it states none of what the question asks beyond its subject".into());
+        }
+        // "A car trailer": a line that states only the `car` of it is about cars.
+        if !pinned && !titled && !keyed {
+            let stated: Vec<&String> = beyond.iter().filter(|t| stems.contains(t)).collect();
+            let bare = |t: &String| {
+                self.compounds
+                    .iter()
+                    .find(|(m, h)| m == t && !stems.contains(h))
+            };
+            if !stated.is_empty() && stated.iter().all(|t| bare(t).is_some()) {
+                let (_, head) = bare(stated[0]).expect("checked above");
+                return Some(format!(
+                    "it states `{}` but not the `{head}` the question asks about",
+                    stated[0]
+                ));
+            }
         }
         None
     }
