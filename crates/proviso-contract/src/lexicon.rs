@@ -796,6 +796,14 @@ pub fn with_phrasal(text: &str) -> std::borrow::Cow<'_, str> {
                 && verb_at(i - 2, verbs)
             {
                 Some(i - 2)
+            } else if i >= 3
+                // `sent the router back`: a noun with its determiner between them.
+                && ["the", "my", "our", "your", "his", "her", "their", "a", "an"]
+                    .contains(&lower[i - 2].as_str())
+                && !is_function_word(&lower[i - 1])
+                && verb_at(i - 3, verbs)
+            {
+                Some(i - 3)
             } else {
                 None
             };

@@ -372,13 +372,14 @@ impl Measure {
     /// The measure `question` (lower case) asks for, if it names one.
     fn asked(question: &str) -> Option<Self> {
         // Whole words, a plural `s` aside: `allowed` is not `allowance`.
-        const MONEY: [&str; 17] = [
+        const MONEY: [&str; 18] = [
             "owe",
             "spend",
             "expense",
             "deposit",
             "fare",
             "salary",
+            "compensation",
             "wage",
             "allowance",
             "budget",
@@ -1726,7 +1727,28 @@ impl Question {
     #[must_use]
     pub fn misses_in(&self, text: &str, source: Option<&str>) -> Option<String> {
         let before = source.and_then(|s| self.antecedents.get(&(s.to_owned(), text.to_owned())));
-        self.misses_of(text, source, before.map(String::as_str))
+        let context = self.in_section(text, source, before.map(String::as_str));
+        self.misses_of(text, source, context.as_deref())
+    }
+
+    /// `context` with the heading of the section `line` is under (`Automatic
+    /// compensation` for `… we pay you £6.10 for each calendar day …`): what every line
+    /// under it is about. Only for a question answered by an amount, a time or a name,
+    /// which the line must state itself: a heading (`How long it takes`) does not settle
+    /// a yes or no ("can I take a laptop home?").
+    fn in_section(
+        &self,
+        line: &str,
+        source: Option<&str>,
+        context: Option<&str>,
+    ) -> Option<String> {
+        let section = source
+            .filter(|_| self.kind.needs_token())
+            .and_then(|s| self.section(s, line));
+        match (context, section) {
+            (Some(c), Some(s)) => Some(format!("{c} {s}")),
+            (c, s) => c.or(s).map(str::to_owned),
+        }
     }
 
     /// [`Question::misses_in`] for `text` read in `context`, whose words say what the
@@ -2277,6 +2299,7 @@ impl Question {
                 Some(r) => Some(row_of(r)),
                 None => before.cloned(),
             };
+            let context = self.in_section(line, source, context.as_deref());
             if span.is_empty() || self.misses_of(span, source, context.as_deref()).is_some() {
                 return;
             }
