@@ -602,11 +602,13 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, least_right, most_wrong) in [
         ("parks", 31, 0),
         ("hostel", 30, 0),
-        ("software", 26, 1),
+        ("software", 27, 1),
         ("council", 22, 3),
         ("vet", 23, 2),
-        ("storage", 20, 5),
-        ("handbook", 12, 3),
+        ("storage", 22, 3),
+        ("handbook", 15, 1),
+        // Held out until session 33, run whole twice, a development set since.
+        ("broadband", 26, 1),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

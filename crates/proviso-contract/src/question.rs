@@ -1232,18 +1232,30 @@ impl Question {
             "a", "an", "the", "my", "our", "your", "his", "her", "their", "this", "that", "these",
             "those", "any", "some", "every",
         ];
-        let compounds: Vec<(String, String)> = words(&reading(question))
-            .windows(3)
-            .filter(|p| {
-                DETERMINERS.contains(&p[0].to_lowercase().as_str())
-                    && p[1..].iter().all(|w| {
-                        w.chars().all(char::is_lowercase)
-                            && !is_function_word(w)
-                            && !is_light_word(w)
-                            && !is_weekday(w)
-                    })
+        // After an auxiliary (`does the office open on sundays`) the second word is the
+        // verb unless yet another content word follows (`does the car trailer need …`).
+        const AUXILIARIES: [&str; 14] = [
+            "do", "does", "did", "will", "would", "can", "could", "should", "shall", "may",
+            "might", "must", "is", "are",
+        ];
+        let read = reading(question);
+        let asked = words(&read);
+        let content = |w: &str| {
+            w.chars().all(char::is_lowercase)
+                && !is_function_word(w)
+                && !is_light_word(w)
+                && !is_weekday(w)
+        };
+        let compounds: Vec<(String, String)> = (0..asked.len().saturating_sub(2))
+            .filter(|&i| {
+                DETERMINERS.contains(&asked[i].to_lowercase().as_str())
+                    && content(asked[i + 1])
+                    && content(asked[i + 2])
+                    && !(i > 0
+                        && AUXILIARIES.contains(&asked[i - 1].to_lowercase().as_str())
+                        && !asked.get(i + 3).is_some_and(|w| content(w)))
             })
-            .map(|p| (stem(p[1]), stem(p[2])))
+            .map(|i| (stem(asked[i + 1]), stem(asked[i + 2])))
             // A head that no source states at all (`trailer`): a line stating the
             // modifier alone cannot be about it.
             .filter(|(m, h)| {
@@ -5246,5 +5258,122 @@ mod natural_documents {
             "What's the price, I'm a member"
         );
         assert_eq!(with_apostrophes("the ill will"), "the ill will");
+    }
+
+    /// A notice's `Affected area:` names the place every sentence under it is about; a
+    /// record about a named country (`country: Portugal; zone: 1`) lets a line that
+    /// speaks of its kind (`Zone 1`) state it; a line that refers back (`If you do not,
+    /// …`, `… offer there …`) names what the line before it names.
+    #[test]
+    fn a_notices_area_a_records_kind_and_a_line_referred_to_state_the_name_asked() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("notice", "PLANNED WORK NOTICE\nReference: NW-31\nAffected area: Kelsford exchange (Millbank and Upper Tolley)\nContact: Network Operations\n\nWe are replacing the equipment at the exchange overnight, so that the network has more capacity for everyone in the town.\nBecause this is planned work we told you about early, we do not pay automatic compensation for these outages."),
+            ("roaming", "Roaming\nid: PT; country: Portugal; zone: 1; partner_network: Lusanet\nid: CH; country: Switzerland; zone: 2; partner_network: Alpenruf\nZone: Zone 1; Mobile 6GB: Roam Pass £2.25 a day; Mobile 40GB: Included\nZone: Zone 2; Mobile 6GB: Roam Pass £6.50 a day; Mobile 40GB: Roam Pass £6.50 a day"),
+            ("plans", "Plans\n¹ Full Fibre 900 is not sold in Saltmere.\nThe fastest plan we can offer there is Full Fibre 500.\nYou must return your router within 30 days of your service ending.\nIf you do not, we charge £60.00."),
+        ] {
+            store
+                .insert(SourceDocument::new(id, "v1", true, text))
+                .unwrap();
+        }
+        let why = line(&store, "Because this is planned");
+        let q = Question::new(
+            "Why won't I get compensation during the Millbank work?",
+            &store,
+        );
+        assert!(q.names_stated(&why, "notice"));
+        let zone1 = line(&store, "Zone: Zone 1");
+        let zone2 = line(&store, "Zone: Zone 2");
+        let q = Question::new(
+            "Going to Portugal for a week and I'm on the 6GB plan - what will it cost me per day?",
+            &store,
+        );
+        assert_eq!(q.kind(), AnswerKind::Quantity);
+        assert!(q.names_stated(&zone1, "roaming"));
+        assert!(!q.names_stated(&zone2, "roaming"));
+        // `week` is the asker's length of stay, not what is asked.
+        assert!(!q.beyond().contains(&stem("week")), "{:?}", q.beyond());
+        let there = line(&store, "The fastest plan");
+        let q = Question::new(
+            "i'm in saltmere - what's the quickest package i can get?",
+            &store,
+        );
+        assert!(q.names_stated(&there, "plans"));
+        assert_eq!(q.misses_in(&there, Some("plans")), None);
+        let charge = line(&store, "If you do not");
+        let q = Question::new(
+            "I never sent the router back. What's the charge for that?",
+            &store,
+        );
+        assert_eq!(q.misses_in(&charge, Some("plans")), None);
+    }
+
+    /// A yes-or-no question names its row (`Wren Hub 6 Pro`) and still asks what the row
+    /// must say (`wifi 7`); a brand written with an inner capital (`iPhone`) is a name no
+    /// source states; "the most mesh discs" counts discs, so a price is no answer; a
+    /// record's field named as the kind asked (`partner_network`) answers "which
+    /// network … in Norway".
+    #[test]
+    fn rows_named_by_a_question_still_answer_only_what_it_asks() {
+        let store = one(
+            "prices",
+            "Prices\nPlan: Full Fibre 500; 12-month contract: £38.50; 24-month contract: £34.99; Router: Wren Hub 6 Pro\nCharge or extra: Extra mesh disc; Price: £4.00 a month\nid: NO; country: Norway; zone: 1; partner_network: Fjordtel; notes: null\nWi-Fi is included.",
+        );
+        let row = line(&store, "Plan: Full Fibre 500");
+        let q = Question::new("Does the Wren Hub 6 Pro support wifi 7?", &store);
+        assert!(q.misses(&row).is_some());
+        let q = Question::new("How much is an iPhone 16 on a 24 month contract?", &store);
+        assert!(!q.names_stated(&row, "prices"));
+        let mesh = line(&store, "Charge or extra: Extra mesh disc");
+        let q = Question::new(
+            "What's the most mesh discs I can rent on one account?",
+            &store,
+        );
+        assert!(q.misses(&mesh).is_some());
+        let norway = line(&store, "id: NO");
+        let q = Question::new(
+            "Which mobile network will my phone connect to in Norway?",
+            &store,
+        );
+        assert_eq!(q.misses(&norway), None);
+        // An agreement named by its length: the 2 year contract is the 24-month one.
+        let q = Question::new(
+            "how much is full fibre 500 a month on the 2 year contract?",
+            &store,
+        );
+        assert_eq!(
+            q.spans(&row)[0],
+            "Plan: Full Fibre 500; 24-month contract: £34.99"
+        );
+    }
+
+    /// The heading a line is under says what it is about, for a question answered by an
+    /// amount; a thing asked by a name whose head no source states (`a car trailer`) is not
+    /// answered by a line that states the modifier (`vehicle`); the most one can spend is
+    /// one value.
+    #[test]
+    fn headings_names_and_limits_of_a_sum() {
+        let store = one(
+            "terms",
+            "Terms\nAutomatic compensation\nIf your broadband stops working for two working days, we pay you £6.10 for each calendar day.\nService: Man and van; Crew and vehicle: 1 person; Per hour: £47\nExpense: Hotel, per night; London: £185; Elsewhere in the UK: £130",
+        );
+        let pay = line(&store, "If your broadband stops");
+        let q = Question::new("How much compensation do you pay per day?", &store);
+        assert_eq!(q.misses_in(&pay, Some("terms")), None);
+        let van = line(&store, "Service: Man and van");
+        let q = Question::new(
+            "How much do you charge to hire a car trailer for the day?",
+            &store,
+        );
+        assert!(q.misses(&van).is_some());
+        let hotel = line(&store, "Expense: Hotel");
+        let q = Question::new(
+            "What's the most I can spend on a hotel room in London per night?",
+            &store,
+        );
+        assert_eq!(
+            q.spans(&hotel)[0],
+            "Expense: Hotel, per night; London: £185"
+        );
     }
 }
