@@ -1140,6 +1140,20 @@ impl Question {
         // So is a measure's unit (`km` of `150g/km`): the asker's, like the number.
         // The unit as the asker wrote it (`kilos`) and the verb that states the measure
         // (`she weighs 30 kilos`) are the asker's too.
+        // A part of the day after `in the` in a question asking a clock time (`open in
+        // the morning`) is what the time itself says.
+        let dayparts: BTreeSet<String> = (AnswerKind::of(as_asked) == AnswerKind::Time)
+            .then(|| {
+                (2..tokens.len())
+                    .filter(|&i| {
+                        tokens[i - 2] == "in"
+                            && tokens[i - 1] == "the"
+                            && ["morning", "afternoon", "evening"].contains(&tokens[i])
+                    })
+                    .map(|i| stem(tokens[i]))
+                    .collect()
+            })
+            .unwrap_or_default();
         let measured: BTreeSet<String> = measures
             .iter()
             .flat_map(|(unit, _)| words(unit).into_iter().map(stem).collect::<Vec<_>>())
@@ -1183,6 +1197,7 @@ impl Question {
                 !named
                     && !number
                     && !aged.contains(*t)
+                    && !dayparts.contains(*t)
                     && !measured.contains(*t)
                     && !described.contains(*t)
                     && !light.contains(*t)
@@ -1366,6 +1381,8 @@ impl Question {
         // 1` of `country: Portugal`): a line that writes the two together (`Zone 1
         // countries`) speaks of the thing by its kind, and of nothing else the record is.
         let mut kinds: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+        // Every key of those records (`address`), for the asking part to name.
+        let mut own_keys: BTreeSet<String> = BTreeSet::new();
         for n in &proper {
             for line in &all_lines {
                 let Some(fields) = record_fields(line) else {
@@ -1385,6 +1402,7 @@ impl Question {
                 if !own {
                     continue;
                 }
+                own_keys.extend(pairs.iter().flat_map(|(k, _)| words(k)).map(stem));
                 for (k, v) in &pairs {
                     let (key, value) = (words(k), words(v));
                     if key.is_empty()
@@ -1402,6 +1420,16 @@ impl Question {
                     kinds.entry(n.clone()).or_default().push(phrase);
                 }
             }
+        }
+        // A question asking one of those keys of the named thing (`I need to send a
+        // parcel to the Cambridge office. What's the address?`) asks what its record
+        // says: what the asker means to do with it (`parcel`) is theirs, not asked.
+        let part: BTreeSet<String> = content_words(asking_part(question))
+            .into_iter()
+            .map(stem)
+            .collect();
+        if part.iter().any(|t| own_keys.contains(t)) {
+            unheard.retain(|w| part.contains(&stem(w)));
         }
         let sources = if ids.is_empty() && names.is_empty() {
             BTreeMap::new()
@@ -2346,6 +2374,19 @@ impl Question {
                 record.is_some_and(|r| self.measure_fits(r) == Some(true)),
             ));
             covered += 4 * fit;
+            // A record's field whose key is what the question asks (`address` in "What's
+            // the address?") answers over the whole record, which states it too.
+            if record.is_some() {
+                let key = span
+                    .rsplit("; ")
+                    .next()
+                    .and_then(|f| f.split_once(": "))
+                    .map(|(k, _)| content_stems(k))
+                    .unwrap_or_default();
+                if key.iter().any(|k| self.beyond.contains(k)) {
+                    covered += 3;
+                }
+            }
             // Of a record's fields, the one for the place the question names, written by
             // its abbreviation or not (`Weekly (WET, CAD, LYM): £31.40` at Caddon Bridge).
             if !self.proper.is_empty() {
@@ -5375,5 +5416,37 @@ mod natural_documents {
             q.spans(&hotel)[0],
             "Expense: Hotel, per night; London: £185"
         );
+    }
+
+    /// A question asking a key of a named thing's record (`address`) asks what the record
+    /// says, whatever the asker means to do (`send a parcel`), and is answered by that
+    /// field; a part of the day (`in the morning`) is what a clock time says.
+    #[test]
+    fn a_records_key_asked_of_a_named_thing_picks_its_field() {
+        let store = one(
+            "offices",
+            "Offices\ncode: QR-CAM; office: Cambridge; type: research; address: Lab 7, Fenmoor Park, Cambridge CB4 2DW; desks: 43; opening: 07:45-18:30\ncode: QR-LDS; office: Leeds; type: sales; address: 4 Wharf Street, Leeds LS2 7EQ; desks: 60; opening: 08:00-18:00\nEvery office has a first aider.\nVisitors sign in at reception.\nDesks are booked in the app.\nParking is limited.\nThe kitchen closes at 15:00.\nBikes go in the cage.\nLockers are free.\nPets are not allowed.",
+        );
+        let cam = line(&store, "code: QR-CAM");
+        let q = Question::new(
+            "I need to send a parcel to the Cambridge office. What's the address?",
+            &store,
+        );
+        assert_eq!(q.misses(&cam), None, "{q:?}");
+        assert_eq!(
+            q.spans(&cam)[0],
+            "code: QR-CAM; address: Lab 7, Fenmoor Park, Cambridge CB4 2DW"
+        );
+        let q = Question::new(
+            "What time does the Cambridge office open in the morning?",
+            &store,
+        );
+        assert_eq!(q.spans(&cam)[0], "code: QR-CAM; opening: 07:45-18:30");
+        // Without a key of the record asked, the asker's unheard word still counts.
+        let q = Question::new(
+            "I need to send a parcel to the Cambridge office. How much does it cost?",
+            &store,
+        );
+        assert!(q.misses(&cam).is_some());
     }
 }
