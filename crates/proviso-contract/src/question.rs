@@ -2375,8 +2375,10 @@ impl Question {
             ));
             covered += 4 * fit;
             // A record's field whose key is what the question asks (`address` in "What's
-            // the address?") answers over the whole record, which states it too.
-            if record.is_some() {
+            // the address?") answers over the whole record, which states it too. (An
+            // amount or a time asked is picked by the values a span states, and the
+            // asker's situation: a key naming a price is not the price asked.)
+            if record.is_some() && !matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time) {
                 let key = span
                     .rsplit("; ")
                     .next()
