@@ -155,9 +155,15 @@ pub fn is_function_word(word: &str) -> bool {
 /// The words of `text`, as written (letters and digits; everything else separates).
 #[must_use]
 pub fn words(text: &str) -> Vec<&str> {
-    text.split(|c: char| !c.is_alphanumeric())
+    // A footnote's mark (`Group: B²`) is not part of the word it follows.
+    text.split(|c: char| !c.is_alphanumeric() || is_footnote_mark(c))
         .filter(|w| !w.is_empty())
         .collect()
+}
+
+/// A superscript or subscript digit, which marks a footnote in a table's cell.
+pub(crate) fn is_footnote_mark(c: char) -> bool {
+    matches!(c, '¹' | '²' | '³' | '\u{2070}'..='\u{2079}' | '\u{2080}'..='\u{2089}')
 }
 
 /// The words of a name or a text, lower-cased, split where a lower-case letter meets an
@@ -1655,7 +1661,7 @@ fn weekday(word: &str, short: bool) -> Option<usize> {
 /// The days of the week `text` states, as a set (Monday first); `None` when it states none.
 /// A day written whole counts anywhere; a short one (`Sun`, `Fri`) only as an end of a
 /// range (`Sun–Thu`, `Friday to Sunday`), which holds every day between, wrapping past
-/// Sunday. `weekdays` holds Monday to Friday and `weekend` Saturday and Sunday, unless the
+/// Sunday, or before its hours (`Sat 09:00–12:00`). `weekdays` holds Monday to Friday and `weekend` Saturday and Sunday, unless the
 /// text names its days itself (`Weekend (Fri–Sat)`).
 #[must_use]
 pub fn days_stated(text: &str) -> Option<[bool; 7]> {
@@ -1702,7 +1708,14 @@ pub fn days_stated(text: &str) -> Option<[bool; 7]> {
                 continue;
             }
         }
-        if let Some(d) = weekday(&tokens[i], false) {
+        // A short day written with its capital before its hours (`Sat 09:00–12:00`, `Sun
+        // closed`) is a day too.
+        let before_hours = tokens[i].starts_with(|c: char| c.is_uppercase())
+            && tokens.get(i + 1).is_some_and(|n| {
+                n.starts_with(|c: char| c.is_ascii_digit())
+                    || ["closed", "open"].contains(&n.to_lowercase().as_str())
+            });
+        if let Some(d) = weekday(&tokens[i], before_hours) {
             days[d] = true;
             named = true;
         }
@@ -1825,6 +1838,10 @@ pub fn release_ranges(text: &str) -> Vec<(u32, u32)> {
 /// week`), in days.
 #[must_use]
 pub fn stated_lengths(text: &str) -> Vec<u32> {
+    const RATE_LEADS: [&str; 12] = [
+        "much", "cost", "costs", "pay", "paid", "charge", "charged", "price", "once", "twice",
+        "times", "earn",
+    ];
     let t = age_tokens(text);
     let mut out = Vec::new();
     for (i, token) in t.iter().enumerate() {
@@ -1836,6 +1853,14 @@ pub fn stated_lengths(text: &str) -> Vec<u32> {
         let (Some(n), Some(unit)) = (n, t.get(i + 1)) else {
             continue;
         };
+        // `how much a day`, `£40 a week`, `twice a month`: a rate, not a length.
+        let rate = (token == "a" || token == "an")
+            && i > 0
+            && (RATE_LEADS.contains(&t[i - 1].as_str())
+                || t[i - 1].chars().any(|c| c.is_ascii_digit()));
+        if rate {
+            continue;
+        }
         // `a 16 year old` is an age, not a length.
         if matches!(t.get(i + 2).map(String::as_str), Some("old" | "olds")) {
             continue;

@@ -17,12 +17,12 @@ use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     date_ranges, dates_held, days_stated, is_calendar_word, is_common_word, is_duration,
-    is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year, length_ranges,
-    locators, measure_ranges, measure_words, money_amounts, party_ranges, place_nouns, reading,
-    release_ranges, stated_age, stated_dates, stated_lengths, stated_measures, stated_party,
-    stated_releases, stated_years, states_extent, states_location, states_money, states_size, stem,
-    times, unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges,
-    Day,
+    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
+    length_ranges, locators, measure_ranges, measure_words, money_amounts, party_ranges,
+    place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
+    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
+    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
+    without_locators_but, words, year_ranges, Day,
 };
 use crate::rejection::{Location, Violation};
 
@@ -225,7 +225,9 @@ impl Qualifier {
     fn all_in(text: &str) -> Vec<Self> {
         let tokens: Vec<&str> = text
             .split_whitespace()
-            .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-'))
+            .map(|t| {
+                t.trim_matches(|c: char| (!c.is_alphanumeric() && c != '-') || is_footnote_mark(c))
+            })
             .map(|t| t.trim_matches('-'))
             .collect();
         let word = |s: &str| {
@@ -275,6 +277,90 @@ impl Qualifier {
             Self::Label { head, value } => format!("`{head}… {value}`"),
             Self::Amount { value, unit } => format!("`{value} {unit}…`"),
         }
+    }
+}
+
+/// The labels `text` lists after a word whose stem is `head`: the values of a field keyed
+/// by it (`Group: C, D, E`), or a run of them after the word itself (`Groups A to E`,
+/// `Groups A–C`, `groups B and C`), lower case, a range of letters expanded.
+fn listed_labels(text: &str, head: &str) -> Vec<String> {
+    let tokens: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')'))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let short = |t: &str| {
+        let t = t.trim_matches(|c: char| !c.is_alphanumeric() || is_footnote_mark(c));
+        (!t.is_empty()
+            && t.chars().count() <= 3
+            && t.chars().all(char::is_alphanumeric)
+            && t.chars()
+                .next()
+                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit()))
+        .then(|| t.to_owned())
+    };
+    let mut out = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if stem(t.trim_matches(|c: char| !c.is_alphanumeric())) != head {
+            continue;
+        }
+        let mut j = i + 1;
+        let mut previous: Option<String> = None;
+        let mut run: Vec<String> = Vec::new();
+        while let Some(&t) = tokens.get(j) {
+            let lower = t.to_lowercase();
+            // `A to E`, `A–E`: every letter between.
+            let dashed = t
+                .split_once(['-', '\u{2013}'])
+                .and_then(|(a, b)| Some((short(a)?, short(b)?)));
+            if let Some((a, b)) = dashed {
+                run.extend(letters_between(&a, &b));
+                previous = Some(b);
+            } else if ["and", "or", "&", "to"].contains(&lower.as_str()) {
+                if lower == "to" {
+                    if let (Some(a), Some(b)) =
+                        (previous.clone(), tokens.get(j + 1).and_then(|t| short(t)))
+                    {
+                        run.extend(letters_between(&a, &b));
+                        previous = Some(b);
+                        j += 2;
+                        continue;
+                    }
+                }
+            } else if let Some(label) = short(t) {
+                run.push(label.clone());
+                previous = Some(label);
+            } else if let Some(k) = (j..tokens.len().min(j + 2)).find(|&k| {
+                // `Full Fibre 150 and Full Fibre 500`: the head again, after a connector.
+                tokens
+                    .get(j - 1)
+                    .is_some_and(|c| ["and", "or", "&"].contains(&c.to_lowercase().as_str()))
+                    && stem(tokens[k].trim_matches(|c: char| !c.is_alphanumeric())) == head
+            }) {
+                j = k + 1;
+                continue;
+            } else {
+                break;
+            }
+            j += 1;
+        }
+        // A single value is what a label already reads (`Group: B`, `Arm B: …`).
+        if run.len() >= 2 {
+            out.extend(run.into_iter().map(|l| l.to_lowercase()));
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// The single letters from `a` to `b` (`A`, `E`: A, B, C, D, E); the two alone when they
+/// are not single letters in order.
+fn letters_between(a: &str, b: &str) -> Vec<String> {
+    let (a_chars, b_chars): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    match (a_chars.as_slice(), b_chars.as_slice()) {
+        (&[x], &[y]) if x.is_ascii_alphabetic() && y.is_ascii_alphabetic() && x < y => {
+            (x..=y).map(|c| c.to_string()).collect()
+        }
+        _ => vec![a.to_owned(), b.to_owned()],
     }
 }
 
@@ -834,6 +920,22 @@ impl Question {
                 .documents()
                 .flat_map(|d| d.lines().iter().flat_map(|l| Qualifier::all_in(l)))
                 .collect();
+            // A field listing its series (`Group: C, D, E`) states each member.
+            for l in store.documents().flat_map(|d| d.lines().iter()) {
+                for q in &asked {
+                    if let Qualifier::Label { head, .. } = q {
+                        for value in listed_labels(l, head) {
+                            let member = Qualifier::Label {
+                                head: head.clone(),
+                                value,
+                            };
+                            if !stated.contains(&member) {
+                                stated.push(member);
+                            }
+                        }
+                    }
+                }
+            }
             // A list keyed by bare labels under a heading that names its series states
             // each member: `4: repository locked` under `EXIT STATUS` states `status 4`.
             for d in store.documents() {
@@ -1831,10 +1933,17 @@ impl Question {
             }
         }
         for s in &stated {
-            let sibling = self
-                .qualifiers
-                .iter()
-                .any(|q| q.same_series(s) && !self.qualifiers.contains(s));
+            // A list of its series that holds the one asked (`Group: C, D, E`) states a
+            // rule for each of them.
+            let listed = match s {
+                Qualifier::Label { head, value } => listed_labels(text, head).contains(value),
+                Qualifier::Amount { .. } => false,
+            };
+            let sibling = !listed
+                && self
+                    .qualifiers
+                    .iter()
+                    .any(|q| q.same_series(s) && !self.qualifiers.contains(s));
             if sibling {
                 return Some(format!(
                     "it also states {}, which the question does not ask about",
@@ -2261,6 +2370,22 @@ impl Question {
     /// written `A:`, `B:`.
     fn stated_qualifiers(&self, text: &str) -> Vec<Qualifier> {
         let mut stated = Qualifier::all_in(text);
+        // A field keyed by a label's head lists its values (`Group: C, D, E`) or a range
+        // of letters (`Groups A to E`, `Groups A–C`): it states each.
+        for q in &self.qualifiers {
+            let Qualifier::Label { head, .. } = q else {
+                continue;
+            };
+            for label in listed_labels(text, head) {
+                let keyed = Qualifier::Label {
+                    head: head.clone(),
+                    value: label,
+                };
+                if !stated.contains(&keyed) {
+                    stated.push(keyed);
+                }
+            }
+        }
         if let Some(label) = bare_label(text) {
             for q in &self.qualifiers {
                 if let Qualifier::Label { head, .. } = q {
@@ -5244,6 +5369,8 @@ mod natural_documents {
         assert!(times("id: FH-03; season: Apr-Oct").contains(&"april".to_owned()));
         assert_eq!(stated_lengths("We were due to arrive in 10 days."), [10]);
         assert_eq!(stated_lengths("I cancelled more than a week before"), [7]);
+        assert_eq!(stated_lengths("how much a day for 4 days?"), [4]);
+        assert!(stated_lengths("£40 a week, twice a month").is_empty());
         assert!(stated_lengths("my 16 year old").is_empty());
         assert_eq!(
             length_ranges("Notice given: 4 to 13 days; Refund: 50%"),
@@ -5450,5 +5577,43 @@ mod natural_documents {
             &store,
         );
         assert!(q.misses(&cam).is_some());
+    }
+
+    /// A table's footnote mark (`Group: B²`) is no part of its label; `how much a day` is
+    /// a rate, not a length; a short day before its hours (`Sat 09:00–12:00`) is a day; a
+    /// field listing its series (`Group: C, D, E`, `Full Fibre 150 and Full Fibre 500`)
+    /// states each member, where separate records (`Arm A: …, Arm B: …`) do not.
+    #[test]
+    fn footnotes_rates_short_days_and_listed_labels() {
+        let store = one(
+            "prices",
+            "Prices\nGroup: B²; 1–2 days, per day: £44.00; 3–6 days, per day: £39.50\nGroup: C, D, E; SCDW price per day: £17.00\nid: PNK; town: Pennick; hours: Mon–Fri 08:00–17:00; Sat 09:00–12:00; Sun closed\nArm A: velorabine 10 mg, Arm B: velorabine 25 mg.",
+        );
+        let b = line(&store, "Group: B");
+        let q = Question::new(
+            "how much a day would a group B car be if I rent it for 4 days?",
+            &store,
+        );
+        assert_eq!(q.spans(&b), ["Group: B²; 3–6 days, per day: £39.50"]);
+        let cde = line(&store, "Group: C, D, E");
+        let q = Question::new("What does SCDW cost per day on a group D car?", &store);
+        assert_eq!(q.misses(&cde), None);
+        let q = Question::new("What does SCDW cost per day on a group F car?", &store);
+        assert!(q.misses(&cde).is_some());
+        let hours = line(&store, "id: PNK");
+        let q = Question::new("what time does Pennick close on a saturday?", &store);
+        assert_eq!(q.day_fits(&hours), Some(true));
+        assert_eq!(listed_labels("Group: C, D, E", "group"), ["c", "d", "e"]);
+        assert_eq!(
+            listed_labels("£250 for a car in Groups A to C", "group"),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            listed_labels("£3.50 on Full Fibre 150 and Full Fibre 500.", "fibr"),
+            ["150", "500"]
+        );
+        assert!(
+            listed_labels("Arm A: velorabine 10 mg, Arm B: velorabine 25 mg.", "arm").is_empty()
+        );
     }
 }
