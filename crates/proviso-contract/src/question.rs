@@ -280,6 +280,33 @@ impl Qualifier {
     }
 }
 
+/// Units a count is written with (`240 miles`, `3 hours`): a question counting one asks
+/// for a number stated with it.
+const MEASURE_UNITS: [&str; 22] = [
+    "miles",
+    "kilometres",
+    "kilometers",
+    "km",
+    "metres",
+    "meters",
+    "feet",
+    "inches",
+    "litres",
+    "liters",
+    "kilograms",
+    "kg",
+    "kilos",
+    "grams",
+    "hours",
+    "minutes",
+    "seconds",
+    "days",
+    "weeks",
+    "months",
+    "years",
+    "nights",
+];
+
 /// The labels `text` lists after a word whose stem is `head`: the values of a field keyed
 /// by it (`Group: C, D, E`), or a run of them after the word itself (`Groups A to E`,
 /// `Groups A–C`, `groups B and C`), lower case, a range of letters expanded.
@@ -1995,6 +2022,18 @@ impl Question {
                     .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(a, unit))
                 {
                     return Some("the question asks for an amount, and it states none".into());
+                }
+                // A count of a unit of measure ("how many miles") is written with its
+                // unit: a bare number (`Seats: 5`) counts something else.
+                let said = content_stems(text);
+                if let Some(unit) = self.counted.iter().find_map(|c| {
+                    MEASURE_UNITS
+                        .iter()
+                        .find(|u| stem(u) == *c && !said.contains(c))
+                }) {
+                    return Some(format!(
+                        "the question asks how many `{unit}`, and it states none"
+                    ));
                 }
                 match self.measure {
                     Some(Measure::Money) if !Measure::Money.stated(text) => {
@@ -5600,6 +5639,12 @@ mod natural_documents {
         assert_eq!(q.misses(&cde), None);
         let q = Question::new("What does SCDW cost per day on a group F car?", &store);
         assert!(q.misses(&cde).is_some());
+        // A count of a unit of measure is written with its unit.
+        let q = Question::new(
+            "How many miles will a group B car do on a full tank?",
+            &store,
+        );
+        assert!(q.misses(&b).is_some());
         let hours = line(&store, "id: PNK");
         let q = Question::new("what time does Pennick close on a saturday?", &store);
         assert_eq!(q.day_fits(&hours), Some(true));
