@@ -280,6 +280,32 @@ impl Qualifier {
     }
 }
 
+/// `question` without the courtesies around it (`Good afternoon.`, `Hi team,`, `Thanks
+/// in advance!`), which ask nothing: their words are no term a line must state.
+fn without_courtesies(question: &str) -> String {
+    static OPENING: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static CLOSING: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let opening = OPENING.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)^\s*(hi|hello|hey|hiya|greetings|good (morning|afternoon|evening|day))( (there|all|everyone|team|folks))?\s*[,.!:;\u{2013}\u{2014}-]+\s+",
+        )
+        .expect("a valid pattern")
+    });
+    let closing = CLOSING.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)([.?!])\s+(many )?(thanks|thank you|cheers)( (so much|very much|in advance|a lot))?\s*[.!]*\s*$",
+        )
+        .expect("a valid pattern")
+    });
+    let rest = opening.replace(question, "");
+    let rest = closing.replace(&rest, "$1");
+    if words(&rest).is_empty() {
+        question.to_owned()
+    } else {
+        rest.into_owned()
+    }
+}
+
 /// Units a count is written with (`240 miles`, `3 hours`): a question counting one asks
 /// for a number stated with it.
 const MEASURE_UNITS: [&str; 22] = [
@@ -860,6 +886,7 @@ impl Question {
         // Whether a line writes `text` (lower case): a dotted name the sources write
         // (`server.port`) is asked about, not a place to look.
         let written = |text: &str| all_lines.iter().any(|l| l.contains(text));
+        let question = &without_courtesies(question);
         let question =
             &without_locators_but(&unclipped(&with_apostrophes(question), &known), |locator| {
                 !locator.contains('/') && written(&locator.to_lowercase())
@@ -5659,6 +5686,23 @@ mod natural_documents {
         );
         assert!(
             listed_labels("Arm A: velorabine 10 mg, Arm B: velorabine 25 mg.", "arm").is_empty()
+        );
+    }
+
+    #[test]
+    fn courtesies_ask_nothing() {
+        assert_eq!(
+            without_courtesies("Good afternoon. I am hiring a van. What deposit is taken?"),
+            "I am hiring a van. What deposit is taken?"
+        );
+        assert_eq!(
+            without_courtesies("Hi team, when is the office open? Thanks in advance!"),
+            "when is the office open?"
+        );
+        assert_eq!(without_courtesies("Hello!"), "Hello!");
+        assert_eq!(
+            without_courtesies("Is a good day ticket valid?"),
+            "Is a good day ticket valid?"
         );
     }
 }
