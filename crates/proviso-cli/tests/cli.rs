@@ -608,7 +608,9 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("storage", 22, 3),
         ("handbook", 15, 1),
         // Held out until session 33, run whole twice, a development set since.
-        ("broadband", 26, 1),
+        ("broadband", 27, 1),
+        // Held out until session 34 (first run: 16 right, 2 wrong), a development set since.
+        ("carhire", 20, 1),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

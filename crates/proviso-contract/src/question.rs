@@ -1298,18 +1298,18 @@ impl Question {
         // (`she weighs 30 kilos`) are the asker's too.
         // A part of the day after `in the` in a question asking a clock time (`open in
         // the morning`) is what the time itself says.
-        let dayparts: BTreeSet<String> = (AnswerKind::of(as_asked) == AnswerKind::Time)
-            .then(|| {
-                (2..tokens.len())
-                    .filter(|&i| {
-                        tokens[i - 2] == "in"
-                            && tokens[i - 1] == "the"
-                            && ["morning", "afternoon", "evening"].contains(&tokens[i])
-                    })
-                    .map(|i| stem(tokens[i]))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let dayparts: BTreeSet<String> = if AnswerKind::of(as_asked) == AnswerKind::Time {
+            (2..tokens.len())
+                .filter(|&i| {
+                    tokens[i - 2] == "in"
+                        && tokens[i - 1] == "the"
+                        && ["morning", "afternoon", "evening"].contains(&tokens[i])
+                })
+                .map(|i| stem(tokens[i]))
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         let measured: BTreeSet<String> = measures
             .iter()
             .flat_map(|(unit, _)| words(unit).into_iter().map(stem).collect::<Vec<_>>())
