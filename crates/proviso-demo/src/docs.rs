@@ -708,8 +708,11 @@ fn unwrapped(text: &str, markdown: bool) -> Vec<String> {
             && (line.trim_start().starts_with(char::is_lowercase)
                 || width.is_some_and(|w| {
                     let before = lines[i - 1].trim_end();
-                    line.trim_start().starts_with(char::is_uppercase)
-                        && !columned(before)
+                    // A sentence may go on with a name, a number or a sum (`the fee
+                    // is` / `£60.00.`).
+                    line.trim_start().starts_with(|c: char| {
+                        c.is_uppercase() || c.is_ascii_digit() || matches!(c, '£' | '$' | '€')
+                    }) && !columned(before)
                         && !ends_sentence(before)
                         && before.chars().count() + 12 >= w
                 }));
@@ -978,6 +981,17 @@ mod tests {
                 "Order by phone, online or at any clinic.",
                 "Collection.",
                 "From 14:00."
+            ]
+        );
+        // A wrapped sentence may go on with a sum.
+        assert_eq!(
+            text_units(
+                "Electric cars are supplied with at least 80% charge and should be\nreturned with at least 70%, which is checked at the branch by the\nstaff at the desk. If the charge is below 70% but at least\n20%, we charge a flat recharging fee of £25.00; below 20%, the fee is\n£60.00.\n",
+                false
+            ),
+            [
+                "Electric cars are supplied with at least 80% charge and should be returned with at least 70%, which is checked at the branch by the staff at the desk.",
+                "If the charge is below 70% but at least 20%, we charge a flat recharging fee of £25.00; below 20%, the fee is £60.00."
             ]
         );
         assert_eq!(
