@@ -604,13 +604,13 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("hostel", 30, 0),
         ("software", 27, 1),
         ("council", 22, 3),
-        ("vet", 23, 2),
+        ("vet", 24, 2),
         ("storage", 22, 3),
         ("handbook", 15, 1),
         // Held out until session 33, run whole twice, a development set since.
         ("broadband", 27, 1),
         // Held out until session 34 (first run: 16 right, 2 wrong), a development set since.
-        ("carhire", 20, 1),
+        ("carhire", 21, 0),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

@@ -2017,6 +2017,8 @@ fn measure_tokens(text: &str) -> Vec<MeasureToken> {
             match c {
                 '–' | '—' | '-' => out.push(MeasureToken::Dash),
                 '+' => out.push(MeasureToken::Plus),
+                // A share is a measure in percent (`below 20%`, `about 15% battery left`).
+                '%' => out.push(MeasureToken::Word("%".into())),
                 ';' | ',' | '.' | '(' | ')' | '?' | '!' | '|' => out.push(MeasureToken::Stop),
                 _ => {}
             }
@@ -2205,7 +2207,9 @@ pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
     let unit = |i: usize| word(i).and_then(measure_unit);
     // Just above or below a bound that is not itself held (`over 25 kg`).
     const STEP: f64 = 1e-6;
-    let mut out = Vec::new();
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    // Where the last bound's number was, and its unit.
+    let mut last_bound: Option<(usize, String)> = None;
     for i in 0..t.len() {
         let Some(n) = number(i) else { continue };
         // `up to` reads its `to` as a dash.
@@ -2268,7 +2272,19 @@ pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
         if let Some((lo, hi)) = bound {
             let (_, hi) = in_base(u.clone(), hi);
             let (u, lo) = in_base(u, lo);
-            out.push((u, lo, hi));
+            // `below 70% but at least 20%`: two bounds of one unit joined by `but` or
+            // `and` are one range between them.
+            let joined = last_bound.is_some_and(|(p, ref pu): (usize, String)| {
+                *pu == u && i <= p + 5 && matches!(word(p + 2), Some("but" | "and"))
+            });
+            match out.last_mut() {
+                Some(last) if joined => {
+                    last.1 = last.1.max(lo);
+                    last.2 = last.2.min(hi);
+                }
+                _ => out.push((u.clone(), lo, hi)),
+            }
+            last_bound = Some((i, u));
         }
     }
     out

@@ -2525,10 +2525,27 @@ impl Question {
         };
         let mut found: Vec<(usize, usize, String, usize, usize)> = Vec::new();
         let before = source.and_then(|s| self.antecedents.get(&(s.to_owned(), line.to_owned())));
+        // A line that states one value and then others for other cases (`between 20% and
+        // 70% a fee of £25.00; below 20%, the fee is £60.00`): a later clause stating a
+        // value is read with the line's first clause, which says what the values are.
+        let opening = line
+            .split_once("; ")
+            .map(|(o, _)| o.trim())
+            .filter(|o| values(o) > 0 && record_fields(line).is_none());
         let mut judge = |span: &str, record: Option<&str>| {
-            let context = match record {
-                Some(r) => Some(row_of(r)),
-                None => before.cloned(),
+            // Only where the asker's situation picks the clause (`below 20%` for their
+            // `15%`): a clause read with another's words answers nothing else.
+            let situated = self.fitted(span) > 0 || self.measure_fits(span) == Some(true);
+            let head = opening.filter(|o| {
+                line.find(span).is_some_and(|at| at > o.len()) && values(span) > 0 && situated
+            });
+            let context = match (record, head) {
+                (Some(r), _) => Some(row_of(r)),
+                (None, Some(h)) => Some(match before {
+                    Some(b) => format!("{b} {h}"),
+                    None => h.to_owned(),
+                }),
+                (None, None) => before.cloned(),
             };
             let context = self.in_section(line, source, context.as_deref());
             if span.is_empty() || self.misses_of(span, source, context.as_deref()).is_some() {
@@ -2540,6 +2557,7 @@ impl Question {
             let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
             let row: BTreeSet<String> = record
                 .map(|r| content_stems(&row_of(r)))
+                .or_else(|| head.map(content_stems))
                 .unwrap_or_default()
                 .into_iter()
                 .collect();
@@ -2562,7 +2580,8 @@ impl Question {
             // A record's measure picks its row, for each of its fields; a field's own days
             // (`Weekday (Sun–Thu)`) pick the field.
             let fit = self.fitted(span).max(usize::from(
-                record.is_some_and(|r| self.measure_fits(r) == Some(true)),
+                record.is_some_and(|r| self.measure_fits(r) == Some(true))
+                    || (head.is_some() && self.measure_fits(span) == Some(true)),
             ));
             covered += 4 * fit;
             // A record's field whose key is what the question asks (`address` in "What's
@@ -5703,6 +5722,34 @@ mod natural_documents {
         assert_eq!(
             without_courtesies("Is a good day ticket valid?"),
             "Is a good day ticket valid?"
+        );
+    }
+
+    /// A share is a measure in percent; `below 70% but at least 20%` is one range; the
+    /// asker's `15%` picks the later case of a line, read with what the line opens with.
+    #[test]
+    fn the_askers_share_picks_a_later_case_of_a_line() {
+        assert_eq!(
+            measure_ranges("If the charge is below 70% but at least 20%, we charge £25.00"),
+            [("%".to_owned(), 20.0, 70.0 - 1e-6)]
+        );
+        let store = one(
+            "fees",
+            "Fees\nIf the charge is below 70% but at least 20%, we charge a flat recharging fee of £25.00; below 20%, the fee is £60.00.",
+        );
+        let fee = line(&store, "If the charge");
+        let q = Question::new(
+            "I'll return the car with about 15% battery left. What will the recharging fee be?",
+            &store,
+        );
+        assert_eq!(q.spans(&fee)[0], "below 20%, the fee is £60.00.");
+        let q = Question::new(
+            "I'll return the car with about 50% battery left. What will the recharging fee be?",
+            &store,
+        );
+        assert_eq!(
+            q.spans(&fee)[0],
+            "we charge a flat recharging fee of £25.00"
         );
     }
 }
