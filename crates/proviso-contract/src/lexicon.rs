@@ -2274,7 +2274,7 @@ pub fn measure_ranges(text: &str) -> Vec<(String, f64, f64)> {
             let (u, lo) = in_base(u, lo);
             // `below 70% but at least 20%`: two bounds of one unit joined by `but` or
             // `and` are one range between them.
-            let joined = last_bound.is_some_and(|(p, ref pu): (usize, String)| {
+            let joined = last_bound.as_ref().is_some_and(|(p, pu)| {
                 *pu == u && i <= p + 5 && matches!(word(p + 2), Some("but" | "and"))
             });
             match out.last_mut() {

@@ -16,13 +16,13 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
-    date_ranges, dates_held, days_stated, is_calendar_word, is_common_word, is_duration,
+    date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
     is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
     length_ranges, locators, measure_ranges, measure_words, money_amounts, party_ranges,
     place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
     stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
     states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
-    without_locators_but, words, year_ranges, Day,
+    without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -332,6 +332,23 @@ const MEASURE_UNITS: [&str; 22] = [
     "years",
     "nights",
 ];
+
+/// The members of the series of `asked`'s labels that `text` lists ([`listed_labels`]).
+fn listed_members<'a>(
+    text: &'a str,
+    asked: &'a [Qualifier],
+) -> impl Iterator<Item = Qualifier> + 'a {
+    asked.iter().flat_map(move |q| match q {
+        Qualifier::Label { head, .. } => listed_labels(text, head)
+            .into_iter()
+            .map(|value| Qualifier::Label {
+                head: head.clone(),
+                value,
+            })
+            .collect(),
+        Qualifier::Amount { .. } => Vec::new(),
+    })
+}
 
 /// The labels `text` lists after a word whose stem is `head`: the values of a field keyed
 /// by it (`Group: C, D, E`), or a run of them after the word itself (`Groups A to E`,
@@ -976,17 +993,9 @@ impl Question {
                 .collect();
             // A field listing its series (`Group: C, D, E`) states each member.
             for l in store.documents().flat_map(|d| d.lines().iter()) {
-                for q in &asked {
-                    if let Qualifier::Label { head, .. } = q {
-                        for value in listed_labels(l, head) {
-                            let member = Qualifier::Label {
-                                head: head.clone(),
-                                value,
-                            };
-                            if !stated.contains(&member) {
-                                stated.push(member);
-                            }
-                        }
+                for member in listed_members(l, &asked) {
+                    if !stated.contains(&member) {
+                        stated.push(member);
                     }
                 }
             }
@@ -1285,10 +1294,10 @@ impl Question {
             .chain(
                 (1..tokens.len())
                     .filter(|&i| {
-                        crate::lexicon::days_per(tokens[i]).is_some()
+                        days_per(tokens[i]).is_some()
                             && (["a", "an", "one"].contains(&tokens[i - 1])
                                 || tokens[i - 1].chars().all(|c| c.is_ascii_digit())
-                                || crate::lexicon::NUMBER_WORDS.contains(&tokens[i - 1]))
+                                || NUMBER_WORDS.contains(&tokens[i - 1]))
                     })
                     .map(|i| stem(tokens[i])),
             )
@@ -1409,8 +1418,7 @@ impl Question {
             "do", "does", "did", "will", "would", "can", "could", "should", "shall", "may",
             "might", "must", "is", "are",
         ];
-        let read = reading(question);
-        let asked = words(&read);
+        let asked = words(&redone);
         let content = |w: &str| {
             w.chars().all(char::is_lowercase)
                 && !is_function_word(w)
@@ -2438,18 +2446,9 @@ impl Question {
         let mut stated = Qualifier::all_in(text);
         // A field keyed by a label's head lists its values (`Group: C, D, E`) or a range
         // of letters (`Groups A to E`, `Groups A–C`): it states each.
-        for q in &self.qualifiers {
-            let Qualifier::Label { head, .. } = q else {
-                continue;
-            };
-            for label in listed_labels(text, head) {
-                let keyed = Qualifier::Label {
-                    head: head.clone(),
-                    value: label,
-                };
-                if !stated.contains(&keyed) {
-                    stated.push(keyed);
-                }
+        for member in listed_members(text, &self.qualifiers) {
+            if !stated.contains(&member) {
+                stated.push(member);
             }
         }
         if let Some(label) = bare_label(text) {
@@ -3265,7 +3264,7 @@ fn marks_earlier(tokens: &[&str], i: usize) -> bool {
         && (["my", "our", "his", "her", "their", "a", "an"].contains(&tokens[i - 1])
             || tokens[i - 1].chars().all(|c| c.is_ascii_digit())
             || ["one", "two"].contains(&tokens[i - 1])
-            || crate::lexicon::NUMBER_WORDS.contains(&tokens[i - 1]));
+            || NUMBER_WORDS.contains(&tokens[i - 1]));
     (EARLIER.contains(&tokens[i]) && !owned)
         || (tokens[i] == "before" && {
             // `before the prices went up` reads `increase`.
