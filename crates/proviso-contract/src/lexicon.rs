@@ -55,6 +55,13 @@ pub const LIGHT_WORDS: &[&str] = &[
     "still",
     "usually",
     "yet",
+    // "A normal swim", "my usual class": the default one, which a page names without
+    // saying it is the default.
+    "normal",
+    "usual",
+    "ordinary",
+    // "Thinking of pausing …": what the asker means to do is what follows.
+    "thinking",
     "get",
     "gets",
     "getting",
@@ -354,12 +361,26 @@ const RELATED: &[&[&str]] = &[
     &["day", "days", "daily"],
     &["week", "weeks", "weekly"],
     &["month", "months", "monthly"],
-    &["year", "years", "yearly", "annual", "annually"],
+    &["year", "years", "yearly", "annual", "annually", "yr", "yrs"],
     &["quick", "fast", "rapid", "quickly", "quickest", "fastest"],
     &["plan", "package", "tariff"],
     // "The lowest speed you promise": what a price list calls its minimum guaranteed.
-    &["lowest", "minimum"],
-    &["highest", "maximum"],
+    &["lowest", "minimum", "shortest"],
+    &["highest", "maximum", "longest"],
+    // "Pausing my membership": what terms call freezing it.
+    &[
+        "pause",
+        "paused",
+        "pausing",
+        "freeze",
+        "frozen",
+        "suspend",
+        "suspension",
+    ],
+    // "A normal swim": what a price list calls its standard one.
+    &["standard", "normal", "regular", "usual", "ordinary"],
+    &["surcharge", "supplement"],
+    &["alone", "unaccompanied", "unsupervised", "solo"],
     &["promise", "promised", "guarantee", "guaranteed"],
     &["renovate", "renovation", "refurbish", "refurbishment"],
     &["participant", "patient"],
@@ -749,6 +770,8 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
     (&["set"], "up", "install"),
     (&["hand"], "in", "submit"),
     (&["put"], "off", "postpone"),
+    // "How long will you hang on to them?": how long they are kept.
+    (&["hang", "hold"], "on", "keep"),
     (&["break", "broke"], "down", "broken"),
     (&["grow", "grown"], "up", "adult"),
     // "How much will my bill go up by?": a price rises. (Not `went up`, which tells
@@ -772,6 +795,13 @@ const IDIOMS: &[(&[&str], &str)] = &[
     // "What does it cost at the moment?": what applies now.
     (&["at", "the", "moment"], "currently"),
     (&["these", "days"], "currently"),
+    // "Can he use the gym on his own?": without anyone with him.
+    (&["on", "his", "own"], "alone"),
+    (&["on", "her", "own"], "alone"),
+    (&["on", "their", "own"], "alone"),
+    (&["on", "my", "own"], "alone"),
+    (&["on", "your", "own"], "alone"),
+    (&["on", "our", "own"], "alone"),
 ];
 
 /// Words that may stand between a phrasal verb and its particle (`pick it up`).
@@ -1336,6 +1366,25 @@ pub fn states_size(text: &str) -> bool {
     })
 }
 
+/// Whether `text` states a temperature: a number in degrees (`29°C`, `30 °C`, `84ºF`, `28
+/// degrees`).
+#[must_use]
+pub fn states_temperature(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let chars: Vec<char> = lower.chars().collect();
+    chars.iter().enumerate().any(|(i, c)| {
+        if !c.is_ascii_digit() || chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+            return false;
+        }
+        let rest: String = chars[i + 1..].iter().collect();
+        let rest = rest
+            .trim_start_matches(['.', ','])
+            .trim_start_matches(|c: char| c.is_ascii_digit());
+        let rest = rest.trim_start();
+        rest.starts_with(['°', 'º']) || rest.starts_with("degree") || rest.starts_with("deg ")
+    })
+}
+
 /// Whether a line reads as a heading rather than a statement: a few words, no digit, no
 /// `key: value`, and no closing punctuation (`Loan periods`, `How long it takes`).
 #[must_use]
@@ -1515,7 +1564,10 @@ pub fn stated_age(text: &str) -> Option<u32> {
         let Some(n) = years_in(token) else { continue };
         let before = i.checked_sub(1).and_then(at);
         let after = (at(i + 1), at(i + 2));
-        let old = matches!(after, (Some("year" | "years"), Some("old" | "olds")));
+        let old = matches!(
+            after,
+            (Some("year" | "years" | "yr" | "yrs"), Some("old" | "olds"))
+        );
         let aged = matches!(before, Some("aged" | "age"));
         // `I'm 22`, `I am 70`, `she's 10`: a bare number after who is.
         let is = matches!(
@@ -2831,9 +2883,18 @@ pub fn refers_back(line: &str) -> bool {
                 .iter()
                 .any(|w| w.chars().next().is_some_and(char::is_uppercase))
     });
+    // `We can send those by tracked delivery …`, `You can renew them online`: a pronoun
+    // standing alone as the object of the line's first verb stands for what the line
+    // before names.
+    let object = (1..all.len().min(5)).any(|i| {
+        ["them", "those", "these", "it"].contains(&all[i])
+            && !["there", "is", "was"].contains(&all[i - 1])
+            && all.get(i + 1).is_none_or(|w| is_function_word(w))
+    });
     all.first().is_some_and(|w| BACK.contains(w))
         || ELLIPTIC.iter().any(|e| lower.starts_with(e))
         || there
+        || object
 }
 
 #[cfg(test)]
@@ -3084,6 +3145,26 @@ mod tests {
         assert_eq!(redone("start").as_deref(), Some("restart"));
         assert_eq!(redone("it"), None);
         assert_eq!(redone("return"), None);
+        // Pausing is freezing, a normal one asks nothing a line must say, `on his own` is
+        // alone, and hanging on to a thing is keeping it.
+        assert_eq!(stem("pausing"), stem("frozen"));
+        assert_eq!(stem("shortest"), stem("minimum"));
+        assert!(is_light_word("normal"));
+        assert!(content_stems("can he use the gym on his own?").contains(&stem("unaccompanied")));
+        assert!(content_stems("how long will you hang on to them?").contains(&stem("keep")));
+    }
+
+    /// A line refers back when it opens with a pronoun, or when a pronoun stands alone as
+    /// the object of its first verb; a determiner before a noun, or `there is`, does not.
+    #[test]
+    fn object_pronouns_refer_back() {
+        assert!(refers_back("They may not join spin classes."));
+        assert!(refers_back(
+            "We can send those by tracked delivery for £4.50."
+        ));
+        assert!(refers_back("You can renew them at any branch."));
+        assert!(!refers_back("We can send those items by post."));
+        assert!(!refers_back("Bring your card to every visit."));
     }
 
     #[test]

@@ -21,8 +21,8 @@ use crate::lexicon::{
     length_ranges, locators, measure_ranges, measure_words, money_amounts, party_ranges,
     place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
     stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
-    states_money, states_size, stem, times, unclipped, with_apostrophes, without_locators,
-    without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
+    states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
+    without_locators, without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -107,6 +107,9 @@ impl AnswerKind {
             "amount",
             "maximum",
             "minimum",
+            // "What's the shortest time I'm tied in for?": a length asked by its limit.
+            "shortest",
+            "longest",
             "dose",
             "cost",
             "price",
@@ -138,6 +141,36 @@ impl AnswerKind {
             "excess",
             "tax",
         ];
+        // "Can you post them, and what does that cost?", "can I claim it, and if so how
+        // much?": a yes or no asked with what follows from it asks that; an amount stated
+        // says yes as well.
+        const YES_NO: [&str; 16] = [
+            "is", "are", "does", "do", "did", "can", "could", "was", "were", "has", "have", "will",
+            "would", "should", "must", "may",
+        ];
+        if YES_NO.contains(&first) {
+            let wh = ["what", "how", "when", "where", "who", "which"];
+            let then = [", and ", " and if so", ", if so", " and, if so"]
+                .iter()
+                .filter_map(|mark| q.find(mark).map(|i| &q[i + mark.len()..]))
+                .map(|rest| rest.trim_start_matches([',', ' ']))
+                .map(|rest| {
+                    rest.strip_prefix("if so")
+                        .unwrap_or(rest)
+                        .trim_start_matches([',', ' '])
+                })
+                .find(|rest| {
+                    words(rest)
+                        .first()
+                        .is_some_and(|w| wh.contains(w) || w.starts_with("what"))
+                });
+            if let Some(rest) = then {
+                let kind = Self::of(rest);
+                if kind != Self::Thing && kind != Self::YesNo {
+                    return kind;
+                }
+            }
+        }
         let asks_what = ["what", "which"].contains(&first)
             || q.starts_with("what's")
             || w.get(1).is_some_and(|s| ["what", "which"].contains(s));
@@ -162,12 +195,7 @@ impl AnswerKind {
             Self::Place
         } else if first == "why" || has("what reason") || has("what caused") {
             Self::Reason
-        } else if [
-            "is", "are", "does", "do", "did", "can", "could", "was", "were", "has", "have", "will",
-            "would", "should", "must", "may",
-        ]
-        .contains(&first)
-        {
+        } else if YES_NO.contains(&first) {
             Self::YesNo
         } else {
             Self::Thing
@@ -304,6 +332,32 @@ fn without_courtesies(question: &str) -> String {
     } else {
         rest.into_owned()
     }
+}
+
+/// `question` with each day of the year it names by a holiday's name (`Boxing Day`,
+/// `Christmas Eve`) written as its date (`26 December`), unless the sources write the name
+/// themselves (`written`): a page says `closed on 25 and 26 December`, and the name is
+/// otherwise no word a line states. Only holidays on a fixed date.
+fn with_named_days(question: &str, written: &dyn Fn(&str) -> bool) -> String {
+    const NAMED: [(&str, &str); 5] = [
+        (r"christmas\s+eve", "24 December"),
+        (r"christmas\s+day", "25 December"),
+        (r"boxing\s+day", "26 December"),
+        (r"new\s+year'?\u{2019}?s?\s+eve", "31 December"),
+        (r"new\s+year'?\u{2019}?s?\s+day", "1 January"),
+    ];
+    let mut out = question.to_owned();
+    for (name, date) in NAMED {
+        let pattern = regex::Regex::new(&format!(r"(?i)\b{name}\b")).expect("a valid pattern");
+        let Some(found) = pattern.find(&out) else {
+            continue;
+        };
+        if written(&found.as_str().to_lowercase()) {
+            continue;
+        }
+        out = pattern.replace_all(&out, date).into_owned();
+    }
+    out
 }
 
 /// Units a count is written with (`240 miles`, `3 hours`): a question counting one asks
@@ -522,6 +576,9 @@ enum Measure {
     /// A size: a length, area, volume or weight (`the largest`, `how big`), which a length
     /// of time is not.
     Size,
+    /// A temperature (`what temperature`, `how warm`): degrees, which a length (`25 m`) or a
+    /// count is not.
+    Temperature,
 }
 
 impl Measure {
@@ -550,7 +607,7 @@ impl Measure {
         ];
         // `How much is a new card?`: "how much" with a verb right after asks a price.
         const PRICED: [&str; 8] = ["is", "are", "does", "do", "will", "would", "did", "was"];
-        const EXTENT: [&str; 3] = ["period", "duration", "length"];
+        const EXTENT: [&str; 5] = ["period", "duration", "length", "longest", "shortest"];
         const SIZE: [&str; 9] = [
             "largest",
             "biggest",
@@ -577,7 +634,19 @@ impl Measure {
             "reduction",
             "cheaper",
         ];
+        // "How warm is the water?", "what temperature": degrees, asked before anything
+        // else a temperature might be said with.
+        const WARMTH: [&str; 5] = ["warm", "hot", "cold", "cool", "heated"];
         let tokens = words(question);
+        if tokens
+            .iter()
+            .any(|w| ["temperature", "temperatures", "degrees"].contains(w))
+            || tokens
+                .windows(2)
+                .any(|w| w[0] == "how" && WARMTH.contains(&w[1]))
+        {
+            return Some(Self::Temperature);
+        }
         // "How long can I keep switching on one fare": the length asked for comes before
         // what it is asked about.
         let extent = (question.contains("how long") && !question.contains("how long ago"))
@@ -644,6 +713,7 @@ impl Measure {
             }
             Self::Extent => states_extent(text),
             Self::Size => states_size(text),
+            Self::Temperature => states_temperature(text),
         }
     }
 }
@@ -903,7 +973,7 @@ impl Question {
         // Whether a line writes `text` (lower case): a dotted name the sources write
         // (`server.port`) is asked about, not a place to look.
         let written = |text: &str| all_lines.iter().any(|l| l.contains(text));
-        let question = &without_courtesies(question);
+        let question = &with_named_days(&without_courtesies(question), &written);
         let question =
             &without_locators_but(&unclipped(&with_apostrophes(question), &known), |locator| {
                 !locator.contains('/') && written(&locator.to_lowercase())
@@ -1924,6 +1994,15 @@ impl Question {
         self.misses_in(text, None)
     }
 
+    /// The line a line of `source` refers back to (`We can send those …` after `We do not
+    /// post lost property, except keys and glasses.`), as the sources' antecedents say.
+    #[must_use]
+    pub fn antecedent(&self, source: &str, line: &str) -> Option<&str> {
+        self.antecedents
+            .get(&(source.to_owned(), line.to_owned()))
+            .map(String::as_str)
+    }
+
     /// [`Question::misses`] for `text` from `source`: when every word the question asks
     /// beyond its subject is in that source's title (`plan` in "what's the monthly cost of
     /// the care plan?", from `Care plan: terms`), the document is what the question is
@@ -2052,9 +2131,13 @@ impl Question {
                         unit.iter().any(|u| self.counted.contains(u))
                     }
                 };
-                if !amounts_with_units(text)
-                    .iter()
-                    .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(a, unit))
+                // `29°C` is an amount in degrees, which the measure below checks.
+                let degrees =
+                    self.measure == Some(Measure::Temperature) && states_temperature(text);
+                if !degrees
+                    && !amounts_with_units(text)
+                        .iter()
+                        .any(|(a, unit)| !self.asked_amounts.contains(a) && fits(a, unit))
                 {
                     return Some("the question asks for an amount, and it states none".into());
                 }
@@ -2085,6 +2168,11 @@ impl Question {
                     Some(Measure::Size) if !Measure::Size.stated(text) => {
                         return Some("the question asks for a size, and it states none".into());
                     }
+                    Some(Measure::Temperature) if !Measure::Temperature.stated(text) => {
+                        return Some(
+                            "the question asks for a temperature, and it states none".into(),
+                        );
+                    }
                     Some(Measure::Extent) if !Measure::Extent.stated(text) => {
                         return Some(
                             "the question asks how long or how far, and it states no length of time or space"
@@ -2099,6 +2187,12 @@ impl Question {
                 if self.measure == Some(Measure::Size) && !Measure::Size.stated(text) =>
             {
                 return Some("the question asks for a size, and it states none".into());
+            }
+            // "What temperature is the water kept at?" asked as a thing: degrees answer it.
+            _ if self.measure == Some(Measure::Temperature)
+                && !Measure::Temperature.stated(text) =>
+            {
+                return Some("the question asks for a temperature, and it states none".into());
             }
             AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
                 return Some("the question asks for a time, and it states none".into());
@@ -3233,7 +3327,7 @@ fn is_age_old(tokens: &[&str], i: usize) -> bool {
     tokens[i] == "old"
         && i > 0
         && [
-            "year", "years", "month", "months", "week", "weeks", "day", "days",
+            "year", "years", "yr", "yrs", "month", "months", "week", "weeks", "day", "days",
         ]
         .contains(&tokens[i - 1])
 }
@@ -3623,7 +3717,11 @@ fn opens_sentence(text: &str, word: &str) -> bool {
     let Some(before) = text.get(..at).map(str::trim_end) else {
         return false;
     };
-    let Some(body) = before.strip_suffix(['.', '!', '?']) else {
+    // Only a full stop may end a title (`Dr.`): after `?` or `!` a sentence opens.
+    if before.ends_with(['!', '?']) {
+        return true;
+    }
+    let Some(body) = before.strip_suffix('.') else {
         return before.is_empty();
     };
     let title = body
@@ -5721,6 +5819,61 @@ mod natural_documents {
         assert_eq!(
             without_courtesies("Is a good day ticket valid?"),
             "Is a good day ticket valid?"
+        );
+    }
+
+    /// A holiday on a fixed date is read as its date unless the sources write its name; a
+    /// temperature is answered by degrees, not by a length; a yes or no asked with what
+    /// follows from it (`…, and what does that cost?`) asks for that; `15 yr old` is an age,
+    /// not an old version; and `shortest time` asks a length.
+    #[test]
+    fn questions_read_as_a_member_writes_them() {
+        let mut store = SourceStore::new();
+        for (id, text) in [
+            ("TT", "Timetable\nAll centres are closed on 25 and 26 December.\nThe main pool is kept at 29°C.\nname: Main Centre; pool_length: 25 m"),
+            ("LP", "Lost property\nWe do not post lost property, except keys. We can send those by tracked delivery for £4.50."),
+            ("TM", "Terms\nMemberships have a minimum term of 3 months."),
+        ] {
+            store.insert(SourceDocument::new(id, "v1", true, text)).unwrap();
+        }
+        let never = |_: &str| false;
+        assert_eq!(
+            with_named_days("Are you open on Boxing Day? Want to swim", &never),
+            "Are you open on 26 December? Want to swim"
+        );
+        assert_eq!(
+            with_named_days("Open on boxing day?", &|t: &str| t == "boxing day"),
+            "Open on boxing day?"
+        );
+        let q = Question::new("Are you open on Boxing Day? Want to take the kids", &store);
+        assert!(!q.proper.contains(&"want".to_owned()), "{:?}", q.proper);
+        assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+        let warm = Question::new("What temperature is the water in the main pool?", &store);
+        assert!(warm
+            .misses("name: Main Centre; pool_length: 25 m")
+            .is_some());
+        assert_eq!(warm.misses("The main pool is kept at 29°C."), None);
+        assert!(states_temperature("kept at 30 °C") && states_temperature("28 degrees"));
+        assert!(!states_temperature("25 m long"));
+        assert_eq!(
+            AnswerKind::of("can you post them to me, and what does that cost?"),
+            AnswerKind::Quantity
+        );
+        assert_eq!(
+            AnswerKind::of("Can I claim lunch, and if so how much?"),
+            AnswerKind::Quantity
+        );
+        assert_eq!(AnswerKind::of("Can I post them to you?"), AnswerKind::YesNo);
+        let aged = Question::new("Can my 15 yr old come to the class too?", &store);
+        assert_eq!(aged.age, Some(15));
+        assert!(!aged.asks_earlier_version());
+        assert_eq!(
+            AnswerKind::of("what's the shortest time I'm tied in for?"),
+            AnswerKind::Quantity
+        );
+        assert_eq!(
+            Question::new("what's the shortest time I'm tied in for?", &store).measure,
+            Some(Measure::Extent)
         );
     }
 

@@ -864,11 +864,15 @@ fn assess<'a>(
     }
     let section = content_stems(question.section(source, quote).unwrap_or(""));
     let qualified = question.qualifier_stems(quote);
+    // A line that refers back (`We can send those …`) shares the words of the line it
+    // refers to (`… except keys and glasses`), as the gate reads it.
+    let before = content_stems(question.antecedent(source, quote).unwrap_or(""));
     let set: BTreeSet<&String> = stems
         .iter()
         .chain(subject.iter())
         .chain(section.iter())
         .chain(qualified.iter())
+        .chain(before.iter())
         .collect();
     let shared: Vec<&String> = distinct
         .iter()
