@@ -1286,10 +1286,13 @@ pub fn states_extent(text: &str) -> bool {
     };
     // `per day`, `each week`: a rate, not a length.
     let rate = |j: usize| j > 0 && ["per", "each", "every", "a", "an"].contains(&tokens[j - 1]);
+    // `every 10 minutes`: how often, not how long.
+    let often = |i: usize| i > 0 && tokens[i - 1] == "every";
     // `7 days`, `10 to 15 working days`: a number, then a unit within three words.
     glued
         || tokens.iter().enumerate().any(|(i, t)| {
             number(t)
+                && !often(i)
                 && tokens.iter().enumerate().skip(i + 1).take(4).any(|(j, u)| {
                     (UNITS.contains(u) || MORE.contains(u)) && (j == i + 1 || !rate(j))
                 })
@@ -3059,6 +3062,7 @@ mod tests {
             assert!(states_extent(line), "{line}");
         }
         assert!(!states_extent("Up to 20 items on loan."));
+        assert!(!states_extent("Trams run every 10 minutes."));
         for line in [
             "Loan periods",
             "How long it takes",

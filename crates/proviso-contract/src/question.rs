@@ -1298,11 +1298,39 @@ impl Question {
                 }
             }
         }
-        let id_types: Vec<String> = raw
+        let mut id_types: Vec<String> = raw
             .windows(2)
             .filter(|w| ids.contains(&w[1]) && !is_function_word(&w[0]))
             .map(|w| stem(&w[0]))
             .collect();
+        // So does a noun after an id that ends its phrase (`the whole T2 line?`), when the
+        // sources write it before an id as a kind (`Trams on line T2`); not one another
+        // noun follows (`the T2 track work`), which is what is asked about, nor a word no
+        // source writes as a kind (`Arm A sauna`).
+        let kinds_of_ids: BTreeSet<String> = if ids.is_empty() {
+            BTreeSet::new()
+        } else {
+            all_lines
+                .iter()
+                .flat_map(|l| {
+                    let w = words(l);
+                    (1..w.len())
+                        .filter(|&i| !id_tokens(w[i]).is_empty())
+                        .map(|i| stem(w[i - 1]))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        id_types.extend(
+            (1..raw.len())
+                .filter(|&i| {
+                    ids.contains(&raw[i - 1])
+                        && !is_function_word(&raw[i])
+                        && raw.get(i + 1).is_none_or(|w| is_function_word(w))
+                })
+                .map(|i| stem(&raw[i]))
+                .filter(|t| kinds_of_ids.contains(t)),
+        );
         // A capitalised word after the first (`Wren Hill Library`) names the subject, however
         // many lines state it.
         // So does a name written in lower case (`the head nurse at pellinghurst`) that the

@@ -708,15 +708,18 @@ pub fn rank_citations(
         // for "I'm 22", `Fri–Sat` for "Saturday") answers for that person and day.
         // A line that refers back (`Those who already hold it …`) states what the line it
         // refers to names (`Lifetime membership …`).
-        let before = antecedent(store, source, version, quote)
-            .map(content_stems)
-            .unwrap_or_default();
+        let referred = antecedent(store, source, version, quote);
+        let before = referred.map(content_stems).unwrap_or_default();
         let asked = question
             .beyond()
             .iter()
             .filter(|t| stems.contains(*t) || before.contains(*t))
             .count()
-            + question.fitted(quote)
+            // `They may not join spin classes`, after `14- and 15-year-olds may join yoga`:
+            // the line is about whom the line it refers to names.
+            + question
+                .fitted(quote)
+                .max(referred.map_or(0, |b| question.fitted(b)))
             // "I'm on grade M2 … do I get it?": a rule that names the asker's own id
             // settles whether it applies to them.
             + if question.kind() == AnswerKind::YesNo {
