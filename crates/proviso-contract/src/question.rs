@@ -1472,6 +1472,21 @@ impl Question {
             })
             .cloned()
             .collect();
+        // "Is my dog allowed on the tram?": whether it is allowed is what any rule says; the
+        // line must state what it allows (`dogs`), not only that it allows something.
+        let beyond: Vec<String> = {
+            let permits = [stem("allowed"), stem("forbidden")];
+            let rest: Vec<String> = beyond
+                .iter()
+                .filter(|t| !permits.contains(t))
+                .cloned()
+                .collect();
+            if AnswerKind::of(as_asked) == AnswerKind::YesNo && !rest.is_empty() {
+                rest
+            } else {
+                beyond
+            }
+        };
         // A word most sources use (`study`, `policy`) shows nothing was answered; when the
         // question has rarer ones, one of those must be stated.
         let telling: Vec<String> = beyond
