@@ -770,6 +770,8 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
     (&["set"], "up", "install"),
     (&["hand"], "in", "submit"),
     (&["put"], "off", "postpone"),
+    // "How many days can I roll over?": what a policy calls carrying them over.
+    (&["roll"], "over", "carry"),
     // "How long will you hang on to them?": how long they are kept.
     (&["hang", "hold"], "on", "keep"),
     (&["break", "broke"], "down", "broken"),
@@ -795,6 +797,9 @@ const IDIOMS: &[(&[&str], &str)] = &[
     // "What does it cost at the moment?": what applies now.
     (&["at", "the", "moment"], "currently"),
     (&["these", "days"], "currently"),
+    // "How many days holiday do I get?": what a handbook calls annual leave, still read
+    // as its own words too.
+    (&["annual", "leave"], "annual leave holiday"),
     // "Can he use the gym on his own?": without anyone with him.
     (&["on", "his", "own"], "alone"),
     (&["on", "her", "own"], "alone"),

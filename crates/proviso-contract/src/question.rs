@@ -2697,7 +2697,16 @@ impl Question {
                 .unwrap_or_default()
                 .into_iter()
                 .collect();
-            let mut covered = self.terms.iter().filter(|t| stems.contains(*t)).count() * 2
+            // The asker's own number (`6` of "I've been here 6 years") says which row, as
+            // the row's range does; written again in a field's value (`up to 6 days`) it
+            // answers nothing, so it counts as a row's word does.
+            let own = |t: &String| self.asked_amounts.contains(t);
+            let mut covered = self
+                .terms
+                .iter()
+                .filter(|t| stems.contains(*t))
+                .map(|t| if own(t) { 1 } else { 2 })
+                .sum::<usize>()
                 + self
                     .terms
                     .iter()
