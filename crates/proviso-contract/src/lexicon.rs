@@ -3161,6 +3161,9 @@ mod tests {
         assert!(is_light_word("normal"));
         assert!(content_stems("can he use the gym on his own?").contains(&stem("unaccompanied")));
         assert!(content_stems("how long will you hang on to them?").contains(&stem("keep")));
+        assert!(content_stems("how many days can I roll over?").contains(&stem("carry")));
+        let leave = content_stems("Annual leave (working days): 27 days");
+        assert!(leave.contains(&stem("holiday")) && leave.contains(&stem("leave")));
     }
 
     /// A line refers back when it opens with a pronoun, or when a pronoun stands alone as

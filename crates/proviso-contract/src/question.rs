@@ -2623,18 +2623,35 @@ impl Question {
     /// How many names `text` states that the question does not (capitalised words after
     /// the first, not a month or a weekday, which are times).
     fn names_in(&self, text: &str) -> usize {
-        words(text)
-            .iter()
-            .skip(1)
-            .filter(|w| {
-                w.chars().count() >= 2
-                    && w.chars().next().is_some_and(char::is_uppercase)
-                    && w.chars().skip(1).any(char::is_lowercase)
-                    && !is_function_word(w)
-                    && !is_calendar_word(w)
-                    && !self.terms.contains(&stem(w))
-            })
-            .count()
+        // Who is asked for: a name after `at`, `in`, `between` (`at Station Yard`,
+        // `between Castle Hill and Millbrook Park`) is where, not who.
+        const PLACED: [&str; 7] = ["at", "in", "between", "near", "via", "outside", "inside"];
+        let all = words(text);
+        let name = |w: &str| {
+            w.chars().count() >= 2
+                && w.chars().next().is_some_and(char::is_uppercase)
+                && w.chars().skip(1).any(char::is_lowercase)
+                && !is_function_word(w)
+                && !is_calendar_word(w)
+                && !self.terms.contains(&stem(w))
+        };
+        let mut placed = false;
+        let mut count = 0;
+        for (i, w) in all.iter().enumerate() {
+            let capital = w.chars().next().is_some_and(char::is_uppercase);
+            if PLACED.contains(w) {
+                placed = true;
+                continue;
+            }
+            // A run of places goes on through `and` (`Castle Hill and Millbrook Park`).
+            if !(capital || (*w == "and" && placed)) {
+                placed = false;
+            }
+            if i > 0 && name(w) && !(self.kind == AnswerKind::Person && placed) {
+                count += 1;
+            }
+        }
+        count
     }
 
     /// The spans of `line` that answer the question (see [`Question::misses`]), best first:
@@ -5926,6 +5943,15 @@ mod natural_documents {
         assert_eq!(
             Question::new("what's the shortest time I'm tied in for?", &store).measure,
             Some(Measure::Extent)
+        );
+        // Who: a name after `at` is where, not who.
+        let who = Question::new("Who is the contact for the closure?", &store);
+        assert!(who
+            .misses("Our branch at Station Yard will be closed for the closure.")
+            .is_some());
+        assert_eq!(
+            who.misses("The contact for the closure is Ffion Marsh, Area Manager."),
+            None
         );
     }
 
