@@ -1511,9 +1511,20 @@ impl Question {
                     .filter(|w| stem(w) == *t)
                     .collect();
                 // A limit asked for (`the oldest release`) is stated as one (`min_version`).
-                (!written
-                    .iter()
-                    .any(|w| is_common_word(w) || LIMIT_ASKED.contains(&w.to_lowercase().as_str())))
+                // A noun made of a word the sources write (`seven-seater` of `Seats: 7`)
+                // is theirs.
+                let derived = |w: &str| {
+                    let lower = w.to_lowercase();
+                    lower.strip_suffix("er").is_some_and(|root| {
+                        root.chars().count() >= 3
+                            && sources.values().any(|s| s.0.contains(&stem(root)))
+                    })
+                };
+                (!written.iter().any(|w| {
+                    is_common_word(w)
+                        || derived(w)
+                        || LIMIT_ASKED.contains(&w.to_lowercase().as_str())
+                }))
                 .then(|| written.first().map(|w| w.to_lowercase()))
                 .flatten()
             })
@@ -5944,6 +5955,17 @@ mod natural_documents {
             Question::new("what's the shortest time I'm tied in for?", &store).measure,
             Some(Measure::Extent)
         );
+        // A noun made of a word the sources write is theirs: `seater` of `Seats: 7`.
+        let mut cars = SourceStore::new();
+        cars.insert(SourceDocument::new(
+            "P",
+            "v1",
+            true,
+            "Prices\nGroup: F; Seats: 7; Weekly: £413.00",
+        ))
+        .unwrap();
+        let seater = Question::new("What's the weekly price for your seven-seater?", &cars);
+        assert!(seater.unheard.is_empty(), "{:?}", seater.unheard);
         // Who: a name after `at` is where, not who.
         let who = Question::new("Who is the contact for the closure?", &store);
         assert!(who
