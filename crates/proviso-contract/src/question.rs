@@ -1963,9 +1963,16 @@ impl Question {
                 || self.kinds.get(n).is_some_and(|kinds| {
                     let written: Vec<String> =
                         words(line).iter().map(|w| w.to_lowercase()).collect();
-                    kinds
-                        .iter()
-                        .any(|k| written.windows(k.len()).any(|w| w == k.as_slice()))
+                    kinds.iter().any(|k| {
+                        written.windows(k.len()).any(|w| w == k.as_slice())
+                            // A rule for any thing of the kind its record says it is (`in
+                            // a park`, of `Tannery Green` whose record says `type: park`).
+                            || k.last().is_some_and(|kind| {
+                                kind.chars().count() >= 3
+                                    && kind.chars().all(char::is_alphabetic)
+                                    && states_any(line, kind)
+                            })
+                    })
                 })
         });
         if !proper {
