@@ -600,17 +600,17 @@ fn the_transit_corpus_is_held_to_a_ratchet() {
 #[test]
 fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, least_right, most_wrong) in [
-        ("parks", 31, 0),
+        ("parks", 32, 0),
         ("hostel", 30, 0),
         ("software", 27, 1),
-        ("council", 22, 3),
+        ("council", 22, 2),
         ("vet", 24, 2),
-        ("storage", 22, 3),
-        ("handbook", 15, 1),
+        ("storage", 23, 3),
+        ("handbook", 20, 1),
         // Held out until session 33, run whole twice, a development set since.
         ("broadband", 27, 1),
         // Held out until session 34 (first run: 16 right, 2 wrong), a development set since.
-        ("carhire", 21, 0),
+        ("carhire", 22, 0),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");
@@ -635,6 +635,41 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
             "{corpus}: {stdout}"
         );
     }
+    // Written fresh in session 35 by helpers that never read the code, each split at random
+    // into dev and test (20 and 20) before any change was made for it. First run, harness:
+    // leisure dev 10 right and 1 wrong, test 7 and 2; dental dev 5 and 1, test 9 and 2.
+    // Only the dev halves are tuned on; the test halves are measured, never tuned on, and
+    // held here so that no later change loses what they answer.
+    for (corpus, split, least_right, most_wrong) in [
+        ("leisure", "dev", 18, 0),
+        ("leisure", "test", 8, 2),
+        ("dental", "dev", 6, 1),
+        ("dental", "test", 10, 2),
+    ] {
+        let bank = format!("corpora/{corpus}/questions.json");
+        let docs = format!("corpora/{corpus}");
+        let (code, stdout, stderr) = proviso(
+            &[
+                "eval",
+                "questions",
+                "--harness",
+                "--bank",
+                &bank,
+                "--docs",
+                &docs,
+                "--split",
+                split,
+            ],
+            None,
+        );
+        assert_eq!(code, 0, "{stderr}");
+        let all = all_row(&stdout);
+        assert_eq!(all[0], 20, "{corpus} {split}: {stdout}");
+        assert!(
+            all[1] >= least_right && all[2] <= most_wrong,
+            "{corpus} {split}: {stdout}"
+        );
+    }
 }
 
 /// Questions about what the sources never state (an invented name or id, an unrelated
@@ -649,8 +684,11 @@ fn unanswerable_probes_are_held_to_a_ratchet_of_wrong_answers() {
             134,
             // 13 since session 29: `Is Riverside Library open on Wednesdays?` is answered
             // by `open Tuesday to Friday …`, whose sentence goes on `and is closed on
-            // Monday`, the probe's forbidden string.
-            13,
+            // Monday`, the probe's forbidden string. 15 since session 35: a word no source
+            // states said around the asking part (`We're a snorkel charity. What do we pay
+            // to use a meeting room?`) is the asker's own description, no longer a reason
+            // to abstain, and the charity rate is answered.
+            15,
         ),
         ("corpora/probes/bank.json", None, 89, 11),
     ] {

@@ -360,6 +360,12 @@ fn with_named_days(question: &str, written: &dyn Fn(&str) -> bool) -> String {
     out
 }
 
+/// Units of a length of time, as a question writes them.
+const TIME_UNIT_STEMS: [&str; 15] = [
+    "second", "seconds", "minute", "minutes", "min", "hour", "hours", "day", "days", "week",
+    "weeks", "month", "months", "year", "years",
+];
+
 /// Units a count is written with (`240 miles`, `3 hours`): a question counting one asks
 /// for a number stated with it.
 const MEASURE_UNITS: [&str; 22] = [
@@ -1054,7 +1060,21 @@ impl Question {
         );
         let mut qualifiers: Vec<Qualifier> = Vec::new();
         let mut absent: Vec<Qualifier> = Vec::new();
-        let asked = Qualifier::all_in(question);
+        // A length of time the asker states outside the asking part ("it's a 90 minute
+        // slot. Do I pay up front?", "I've been on it 2 years") is their situation, which
+        // a range (`longer than 45 minutes`) or a rule for any length holds: no line need
+        // state it.
+        let part = asking_part(question);
+        let in_part = Qualifier::all_in(part);
+        let asked: Vec<Qualifier> = Qualifier::all_in(question)
+            .into_iter()
+            .filter(|q| match q {
+                Qualifier::Amount { unit, .. } => {
+                    in_part.contains(q) || !TIME_UNIT_STEMS.iter().any(|u| stem(u) == *unit)
+                }
+                Qualifier::Label { .. } => true,
+            })
+            .collect();
         if !asked.is_empty() {
             // Every qualifier the sources state, read once.
             let mut stated: Vec<Qualifier> = store
@@ -1529,7 +1549,24 @@ impl Question {
                 .flatten()
             })
             .filter(|w| !is_misspelling(w, &known))
+            // A number's word (`the 4th Saturday`) is a number, which the sources state
+            // in their own way (`the 1st and 3rd Saturday`).
+            .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
             .collect();
+        // What the asker says of themselves around the asking part ("Im terrified of the
+        // drill. How much is sedation?") is not what is asked, when the asking part names
+        // something of its own: a word only there that no source states does not make the
+        // question one the sources cannot answer.
+        let asking: Vec<String> = content_words(asking_part(question))
+            .into_iter()
+            .map(str::to_lowercase)
+            .collect();
+        let names_own = asking
+            .iter()
+            .any(|w| !is_light_word(w) && !["cost", "price", "much", "many"].contains(&w.as_str()));
+        if names_own {
+            unheard.retain(|w| asking.contains(w));
+        }
         // Only a noun phrase's two words after its determiner (`a car trailer`), so that
         // `open round the clock` or `it's sunday afternoon` is none.
         const DETERMINERS: [&str; 16] = [
@@ -5973,6 +6010,17 @@ mod natural_documents {
         .unwrap();
         let seater = Question::new("What's the weekly price for your seven-seater?", &cars);
         assert!(seater.unheard.is_empty(), "{:?}", seater.unheard);
+        // What the asker says around the asking part is theirs: a word no source states
+        // there (`terrified`), a number's word (`4th`) or a length of time (`a 90 minute
+        // slot`) does not make the question unanswerable, nor need a line state it.
+        let plan = Question::new(
+            "Im terrified of the drill. It's a 90 minute slot. How much is the deposit?",
+            &store,
+        );
+        assert!(plan.unheard.is_empty(), "{:?}", plan.unheard);
+        assert!(plan.qualifiers.is_empty(), "{:?}", plan.qualifiers);
+        let fourth = Question::new("Is the pool open on the 4th Saturday?", &store);
+        assert!(fourth.unheard.is_empty(), "{:?}", fourth.unheard);
         // Who: a name after `at` is where, not who.
         let who = Question::new("Who is the contact for the closure?", &store);
         assert!(who
