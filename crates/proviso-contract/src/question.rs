@@ -1823,6 +1823,22 @@ impl Question {
         &self.text
     }
 
+    /// The content stems of the part of the question that asks ("how much is sedation?"
+    /// of "how much is sedation? Im terrified of the drill"), when it names something of
+    /// its own; otherwise those of the whole question, whose context says what `it` is.
+    #[must_use]
+    pub fn asking_stems(&self) -> Vec<String> {
+        let part = content_stems(asking_part(&self.text));
+        let own = part
+            .iter()
+            .any(|t| !["cost+", "much", "many"].contains(&t.as_str()) && self.beyond.contains(t));
+        if own {
+            part
+        } else {
+            content_stems(&self.text)
+        }
+    }
+
     /// The kind of fact asked for.
     #[must_use]
     pub fn kind(&self) -> AnswerKind {
@@ -6019,6 +6035,8 @@ mod natural_documents {
         );
         assert!(plan.unheard.is_empty(), "{:?}", plan.unheard);
         assert!(plan.qualifiers.is_empty(), "{:?}", plan.qualifiers);
+        let sedation = Question::new("how much is the deposit? Im terrified of the drill", &store);
+        assert!(!sedation.asking_stems().contains(&stem("drill")));
         let fourth = Question::new("Is the pool open on the 4th Saturday?", &store);
         assert!(fourth.unheard.is_empty(), "{:?}", fourth.unheard);
         // Who: a name after `at` is where, not who.

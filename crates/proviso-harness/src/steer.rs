@@ -885,7 +885,14 @@ fn assess<'a>(
     // The words that say what kind of thing is asked for (`which trial`) describe the
     // answer, which need not repeat them; they count when stated, never against.
     let typed = |t: &&String| question.answer_type().contains(*t);
-    let needed = distinct.iter().filter(|t| !typed(t)).count().clamp(1, 2);
+    // What the asker says of themselves around the asking part ("Im terrified of the
+    // drill") adds no word a line must share.
+    let asking: BTreeSet<String> = question.asking_stems().into_iter().collect();
+    let needed = distinct
+        .iter()
+        .filter(|t| !typed(t) && asking.contains(**t))
+        .count()
+        .clamp(1, 2);
     // A range holding the asker's own age, group size, length of time or release
     // (`children 3–12` for "my 8-year-old") states the words the question gives them in.
     if shared.iter().filter(|t| !typed(t)).count() + question.held(quote) < needed {
