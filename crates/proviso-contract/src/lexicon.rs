@@ -537,6 +537,8 @@ pub fn is_label(words: &[&str], i: usize) -> bool {
                 p.chars().next().is_some_and(char::is_uppercase)
                     && p.chars().any(char::is_lowercase)
                     && !is_function_word(p)
+                    // `… on a Tuesday? I finish at 6`: a day or a month is no series.
+                    && !is_calendar_word(p)
             }))
 }
 
@@ -3162,6 +3164,7 @@ mod tests {
         assert!(content_stems("can he use the gym on his own?").contains(&stem("unaccompanied")));
         assert!(content_stems("how long will you hang on to them?").contains(&stem("keep")));
         assert!(content_stems("how many days can I roll over?").contains(&stem("carry")));
+        assert!(!content_stems("close on a Tuesday? I finish at 6").contains(&"i".to_owned()));
         let leave = content_stems("Annual leave (working days): 27 days");
         assert!(leave.contains(&stem("holiday")) && leave.contains(&stem("leave")));
     }
