@@ -346,16 +346,26 @@ fn with_named_days(question: &str, written: &dyn Fn(&str) -> bool) -> String {
         (r"new\s+year'?\u{2019}?s?\s+eve", "31 December"),
         (r"new\s+year'?\u{2019}?s?\s+day", "1 January"),
     ];
+    // Compiled once: every question is read through them.
+    static PATTERNS: std::sync::OnceLock<Vec<(regex::Regex, &str)>> = std::sync::OnceLock::new();
+    let patterns = PATTERNS.get_or_init(|| {
+        NAMED
+            .iter()
+            .map(|(name, date)| {
+                let pattern = format!(r"(?i)\b{name}\b");
+                (regex::Regex::new(&pattern).expect("a valid pattern"), *date)
+            })
+            .collect()
+    });
     let mut out = question.to_owned();
-    for (name, date) in NAMED {
-        let pattern = regex::Regex::new(&format!(r"(?i)\b{name}\b")).expect("a valid pattern");
+    for (pattern, date) in patterns {
         let Some(found) = pattern.find(&out) else {
             continue;
         };
         if written(&found.as_str().to_lowercase()) {
             continue;
         }
-        out = pattern.replace_all(&out, date).into_owned();
+        out = pattern.replace_all(&out, *date).into_owned();
     }
     out
 }
