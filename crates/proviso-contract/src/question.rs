@@ -1567,16 +1567,8 @@ impl Question {
         // drill. How much is sedation?") is not what is asked, when the asking part names
         // something of its own: a word only there that no source states does not make the
         // question one the sources cannot answer.
-        let asking: Vec<String> = content_words(asking_part(question))
-            .into_iter()
-            .map(str::to_lowercase)
-            .collect();
-        let names_own = asking
-            .iter()
-            .any(|w| !is_light_word(w) && !["cost", "price", "much", "many"].contains(&w.as_str()));
-        if names_own {
-            unheard.retain(|w| asking.contains(w));
-        }
+        let asking = asking_stems(question, &beyond);
+        unheard.retain(|w| asking.contains(&stem(w)));
         // Only a noun phrase's two words after its determiner (`a car trailer`), so that
         // `open round the clock` or `it's sunday afternoon` is none.
         const DETERMINERS: [&str; 16] = [
@@ -1838,15 +1830,7 @@ impl Question {
     /// its own; otherwise those of the whole question, whose context says what `it` is.
     #[must_use]
     pub fn asking_stems(&self) -> Vec<String> {
-        let part = content_stems(asking_part(&self.text));
-        let own = part
-            .iter()
-            .any(|t| !["cost+", "much", "many"].contains(&t.as_str()) && self.beyond.contains(t));
-        if own {
-            part
-        } else {
-            content_stems(&self.text)
-        }
+        asking_stems(&self.text, &self.beyond)
     }
 
     /// The kind of fact asked for.
@@ -3787,6 +3771,22 @@ fn states_any(line: &str, head: &str) -> bool {
         generic |= determined;
     }
     generic
+}
+
+/// The content stems of the part of `question` that asks, when it names something of its
+/// own that it asks beyond its subject (`beyond`); otherwise those of the whole question,
+/// whose context says what `it` is. Read once for what a line must share
+/// ([`Question::asking_stems`]) and for which unheard words count.
+fn asking_stems(question: &str, beyond: &[String]) -> Vec<String> {
+    let part = content_stems(asking_part(question));
+    let own = part
+        .iter()
+        .any(|t| !["cost+", "much", "many"].contains(&t.as_str()) && beyond.contains(t));
+    if own {
+        part
+    } else {
+        content_stems(question)
+    }
 }
 
 /// Whether `question` asks whether one may: "Can I …", "May we …", "Could you …".
@@ -6026,14 +6026,7 @@ mod natural_documents {
             Some(Measure::Extent)
         );
         // A noun made of a word the sources write is theirs: `seater` of `Seats: 7`.
-        let mut cars = SourceStore::new();
-        cars.insert(SourceDocument::new(
-            "P",
-            "v1",
-            true,
-            "Prices\nGroup: F; Seats: 7; Weekly: £413.00",
-        ))
-        .unwrap();
+        let cars = one("P", "Prices\nGroup: F; Seats: 7; Weekly: £413.00");
         let seater = Question::new("What's the weekly price for your seven-seater?", &cars);
         assert!(seater.unheard.is_empty(), "{:?}", seater.unheard);
         // What the asker says around the asking part is theirs: a word no source states
