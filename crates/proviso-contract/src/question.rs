@@ -842,6 +842,10 @@ pub struct Question {
     /// The verb a yes-or-no question asks about ("Can I *renew* …"), as a stem: an answer
     /// that does not state it does not settle the question.
     predicate: Option<String>,
+    /// What a `when` question asks to happen ("When does the pool *reopen*", "When are
+    /// charges next *going up*"), as a stem: a line that gives a time for something else
+    /// (the opening hours) does not say when this happens.
+    event: Option<Vec<String>>,
     /// Whether the question asks whether one may ("Can I …", "May we …").
     permission: bool,
     /// The age the question states (`I'm 22`, `my 8-year-old`), in years: a line that
@@ -1783,6 +1787,7 @@ impl Question {
             point: asks_point_in_time(&lower),
             clock: asks_time_of_day(&lower),
             predicate: asked_verb(question),
+            event: asked_event(question),
             permission: asks_permission(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
             measure,
@@ -1880,6 +1885,18 @@ impl Question {
     #[must_use]
     pub fn beyond(&self) -> &[String] {
         &self.beyond
+    }
+
+    /// Whether `line` states what a `when` question asks to happen ([`Self::event`]:
+    /// `reopens` for "when does the practice open again"); `false` when it asks none.
+    #[must_use]
+    pub fn states_event(&self, line: &str) -> bool {
+        let stems = content_stems(line);
+        self.kind == AnswerKind::Time
+            && self
+                .event
+                .as_ref()
+                .is_some_and(|e| e.iter().any(|e| stems.contains(e)))
     }
 
     /// The words that name the question's subject, each with its weight (the rarer, the
@@ -3746,6 +3763,119 @@ fn asked_verb(question: &str) -> Option<String> {
         .then(|| stem(verb))
 }
 
+/// What a `when` question asks to happen, as a stem ([`Question::event`]): the verb after
+/// its subject (`When does the Tathwick practice open again` asks `reopen`; `When are the
+/// charges next going up` asks `increase`), read with phrasal verbs and `again`. `None`
+/// for a verb any time of a timetable answers (`open`, `close`, `leave`: an hours row or a
+/// departure time is when), a general verb (`get`, `go`), and a `when is` that asks for a
+/// thing's time (`When is the next bus`).
+fn asked_event(question: &str) -> Option<Vec<String>> {
+    const AUX: [&str; 15] = [
+        "do", "does", "did", "will", "would", "can", "could", "should", "shall", "is", "are",
+        "was", "were", "must", "may",
+    ];
+    const PRONOUNS: [&str; 7] = ["i", "we", "you", "they", "he", "she", "it"];
+    // Verbs whose time a timetable, an hours row or a date range states without naming
+    // them.
+    const TIMETABLED: [&str; 22] = [
+        "open", "close", "shut", "start", "begin", "commence", "finish", "end", "leave", "depart",
+        "arrive", "run", "operate", "stop", "come", "go", "get", "be", "have", "happen", "take",
+        "need",
+    ];
+    let original = words(asking_part(question))
+        .iter()
+        .map(|w| w.to_lowercase())
+        .collect::<Vec<_>>();
+    if original.len() < 4 || original[0] != "when" || !AUX.contains(&original[1].as_str()) {
+        return None;
+    }
+    // `When is the next bus`: a thing's time, unless a verb in `-ing` follows (`When are
+    // the charges going up`).
+    let be = ["is", "are", "was", "were"].contains(&original[1].as_str());
+    if be
+        && !original[2..].iter().any(|w| {
+            w.len() >= 5 && w.ends_with("ing") && !is_function_word(w) && !is_common_noun_ing(w)
+        })
+    {
+        return None;
+    }
+    let read = reading(asking_part(question)).to_lowercase();
+    let w = words(&read);
+    let rest = w.get(2..)?;
+    // `When can I drop in`: what the asker may do is when the thing is offered, which
+    // a line says in its own verb (`volunteers give help every Thursday`).
+    if PRONOUNS.contains(&rest[0]) {
+        return None;
+    }
+    // The subject's words and then the verb: the last of the first run of words that
+    // are not function words (`the Tathwick practice open reopen after`).
+    let start = rest.iter().take_while(|v| is_function_word(v)).count();
+    let run = rest[start..]
+        .iter()
+        .take_while(|v| !is_function_word(v))
+        .count();
+    if run < 2 {
+        return None;
+    }
+    let verb = rest[start + run - 1];
+    let base = stem(verb);
+    if !verb.chars().all(char::is_alphabetic)
+        || is_weekday(verb)
+        || TIMETABLED.iter().any(|t| stem(t) == base)
+    {
+        return None;
+    }
+    // `When did the board hold its first review meeting`: a light verb's object is the
+    // event as well (`met on 8 January`).
+    let after = &rest[start + run..];
+    // An object opens with a determiner right after the verb (`hold its meeting`), not with
+    // a preposition (`reopen after the work`).
+    let determined = after.first().is_some_and(|d| {
+        [
+            "the", "a", "an", "its", "their", "his", "her", "my", "our", "your",
+        ]
+        .contains(d)
+    });
+    let object = after.iter().take_while(|v| is_function_word(v)).count() * usize::from(determined);
+    let head = after[object..]
+        .iter()
+        .take_while(|v| !is_function_word(v))
+        .last()
+        .filter(|_| object > 0)
+        .map(|v| stem(v));
+    Some(std::iter::once(base).chain(head).collect())
+}
+
+/// Nouns in `-ing` that are no verb (`morning`, `building`).
+fn is_common_noun_ing(word: &str) -> bool {
+    [
+        "morning",
+        "evening",
+        "building",
+        "spring",
+        "thing",
+        "ceiling",
+        "ring",
+        "king",
+        "string",
+        "wedding",
+        "meeting",
+        "booking",
+        "parking",
+        "training",
+        "clothing",
+        "housing",
+        "ending",
+        "opening",
+        "closing",
+        "something",
+        "anything",
+        "nothing",
+        "everything",
+    ]
+    .contains(&word)
+}
+
 /// Whether `line` states a rule for any thing of a kind (`head`, such as `park`), which
 /// holds for the one a question names (`Larchfield Park`): `a park`, `any park`, `every
 /// park`, `all parks`, and no thing of that kind by its name (`Hollins Park`).
@@ -4808,6 +4938,43 @@ The club was founded in 1990.",
             "{:?}",
             counted.beyond
         );
+    }
+
+    /// A `when` question's event is the verb after its subject, read as phrasal verbs and
+    /// `again` are; a verb a timetable answers without naming it, a pronoun's, or a `when
+    /// is` without a verb asks none.
+    #[test]
+    fn a_when_question_asks_for_the_time_of_its_event() {
+        let cases: &[(&str, Option<&[&str]>)] = &[
+            (
+                "When does the Hill practice open again after the work?",
+                Some(&["reopen"]),
+            ),
+            (
+                "When are the band charges next going up?",
+                Some(&["increase"]),
+            ),
+            (
+                "When did the board hold its first review meeting?",
+                Some(&["hold", "meeting"]),
+            ),
+            (
+                "When will the council collect the bins?",
+                Some(&["collect", "bin"]),
+            ),
+            ("When does the pool close on Sundays?", None),
+            ("When does the last bus leave?", None),
+            ("When can I drop in for help?", None),
+            ("When is the next bus to town?", None),
+            ("When is the evening class?", None),
+        ];
+        for (text, event) in cases {
+            let want = event.map(|e| e.iter().map(|w| stem(w)).collect::<Vec<_>>());
+            assert_eq!(asked_event(text), want, "{text}");
+        }
+        let q = Question::new("When does the Hill practice open again?", &store());
+        assert!(q.states_event("The practice reopens on Monday 19 January 2026."));
+        assert!(!q.states_event("Mon: 08:30-17:00"));
     }
 
     /// "Per person or per room?": each side keeps the words that lead it, so a line that

@@ -726,7 +726,9 @@ pub fn rank_citations(
                 question.ids_stated(quote)
             } else {
                 0
-            };
+            }
+            // "When does it open again": a line saying it reopens, before the hours.
+            + usize::from(question.states_event(quote));
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
