@@ -1093,6 +1093,16 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
+/// Whether `text` names a month, whole or cut short (`April`, `Apr`).
+#[must_use]
+pub fn names_month(text: &str) -> bool {
+    words(&text.to_lowercase()).iter().any(|w| {
+        MONTHS
+            .iter()
+            .any(|m| *m == *w || (w.len() == 3 && m.starts_with(*w)))
+    })
+}
+
 /// The days of the week (a time a schedule states).
 const WEEKDAYS: [&str; 7] = [
     "monday",

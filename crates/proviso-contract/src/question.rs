@@ -18,8 +18,8 @@ use crate::lexicon::{
     age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
     date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
     is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
-    length_ranges, locators, measure_ranges, measure_words, money_amounts, party_ranges,
-    place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
+    length_ranges, locators, measure_ranges, measure_words, money_amounts, names_month,
+    party_ranges, place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
     stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
     states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
     without_locators, without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
@@ -846,6 +846,10 @@ pub struct Question {
     /// charges next *going up*"), as a stem: a line that gives a time for something else
     /// (the opening hours) does not say when this happens.
     event: Option<Vec<String>>,
+    /// Which end of a range of dates a `when` question asks for: `Some(true)` for its end
+    /// ("when does the work *finish*"), `Some(false)` for its start ("when does it
+    /// *begin*").
+    range_side: Option<bool>,
     /// Whether the question asks whether one may ("Can I …", "May we …").
     permission: bool,
     /// The age the question states (`I'm 22`, `my 8-year-old`), in years: a line that
@@ -1788,6 +1792,7 @@ impl Question {
             clock: asks_time_of_day(&lower),
             predicate: asked_verb(question),
             event: asked_event(question),
+            range_side: asked_range_side(question),
             permission: asks_permission(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
             measure,
@@ -2767,7 +2772,9 @@ impl Question {
             .split_once("; ")
             .map(|(o, _)| o.trim())
             .filter(|o| values(o) > 0 && record_fields(line).is_none());
-        let mut judge = |span: &str, record: Option<&str>| {
+        // `said_with`: the rest of the clause a part of it is said with (the start of a
+        // range for its end), which says what it is about.
+        let mut judge = |span: &str, record: Option<&str>, said_with: Option<&str>| {
             // Only where the asker's situation picks the clause (`below 20%` for their
             // `15%`): a clause read with another's words answers nothing else.
             let situated = self.fitted(span) > 0 || self.measure_fits(span) == Some(true);
@@ -2781,6 +2788,11 @@ impl Question {
                     None => h.to_owned(),
                 }),
                 (None, None) => before.cloned(),
+            };
+            let context = match (said_with, context) {
+                (Some(w), Some(c)) => Some(format!("{c} {w}")),
+                (Some(w), None) => Some(w.to_owned()),
+                (None, c) => c,
             };
             let context = self.in_section(line, source, context.as_deref());
             if span.is_empty() || self.misses_of(span, source, context.as_deref()).is_some() {
@@ -2878,11 +2890,11 @@ impl Question {
         if let (Some(fields), Some((lead, after))) = (&record, &lead) {
             for (k, field) in fields.iter().enumerate().skip(1) {
                 if *after == 1 || k + 1 != *after {
-                    judge(&format!("{lead}; {field}"), Some(line));
+                    judge(&format!("{lead}; {field}"), Some(line), None);
                 }
             }
             if *after > 1 {
-                judge(lead, None);
+                judge(lead, None, None);
             }
         }
         for i in 0..clauses.len() {
@@ -2896,7 +2908,32 @@ impl Question {
                 if bare && j > i {
                     break;
                 }
-                judge(line[clauses[i].0..clauses[j].1].trim(), None);
+                judge(line[clauses[i].0..clauses[j].1].trim(), None, None);
+            }
+        }
+        // "When does the track work finish?": of a range of dates (`from Saturday 11 April
+        // 2026 to Sunday 26 April 2026`), the end answers, said from its `to`; "when does
+        // it start?", the start, said up to it. Either answers as much as the whole range,
+        // and more of what is asked.
+        let mut ends: Vec<&str> = Vec::new();
+        if let (AnswerKind::Time, Some(end)) = (self.kind, self.range_side) {
+            for &(a, b) in &clauses {
+                let clause = &line[a..b];
+                if let Some((first_ends, second_starts)) = date_range(clause) {
+                    let (part, rest) = if end {
+                        (&clause[second_starts..], &clause[..second_starts])
+                    } else {
+                        (&clause[..first_ends], &clause[first_ends..])
+                    };
+                    let part = part.trim();
+                    judge(part, None, Some(rest));
+                    ends.push(part);
+                }
+            }
+        }
+        for f in &mut found {
+            if ends.contains(&f.2.as_str()) {
+                f.0 += 3;
             }
         }
         // An answer states one value of what is asked: a span stating two amounts (or two
@@ -3844,6 +3881,94 @@ fn asked_event(question: &str) -> Option<Vec<String>> {
         .filter(|_| object > 0)
         .map(|v| stem(v));
     Some(std::iter::once(base).chain(head).collect())
+}
+
+/// Which end of a range a question asks for ([`Question::range_side`]), by its asking
+/// part's words.
+fn asked_range_side(question: &str) -> Option<bool> {
+    const END: [&str; 14] = [
+        "finish",
+        "finished",
+        "finishes",
+        "end",
+        "ends",
+        "ended",
+        "over",
+        "until",
+        "till",
+        "complete",
+        "completed",
+        "expire",
+        "expires",
+        "stop",
+    ];
+    const START: [&str; 7] = [
+        "start",
+        "starts",
+        "begin",
+        "begins",
+        "commence",
+        "commences",
+        "from",
+    ];
+    let part = asking_part(question).to_lowercase();
+    let w = words(&part);
+    let end = w.iter().any(|x| END.contains(x));
+    let start = w.iter().any(|x| START.contains(x));
+    (end != start).then_some(end)
+}
+
+/// Where a range of two dates in `text` (`from 11 April 2026 to 26 April 2026`, `2 June –
+/// 14 July 2025`) has its first date end and its second part start (at its `to`, `until`
+/// or dash); `None` when it has none. Clock times (`08:30–17:30`) are no range of dates.
+fn date_range(text: &str) -> Option<(usize, usize)> {
+    const SEPARATORS: [&str; 6] = [" to ", " until ", " till ", " – ", " - ", "–"];
+    // A token of a date: a year, a month (whole or cut short), an ISO date, or a day's
+    // number beside a month.
+    let bare = |t: &str| {
+        t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+            .to_owned()
+    };
+    let year = |t: &str| {
+        t.len() == 4
+            && t.chars().all(|c| c.is_ascii_digit())
+            && (t.starts_with("19") || t.starts_with("20"))
+    };
+    let iso = |t: &str| {
+        let parts: Vec<&str> = t.split('-').collect();
+        parts.len() == 3 && year(parts[0]) && parts[1..].iter().all(|p| p.len() == 2)
+    };
+    let day = |t: &str| {
+        (1..=2).contains(&t.len()) && t.parse::<u8>().is_ok_and(|d| (1..=31).contains(&d))
+    };
+    let month = |t: &str| names_month(t) && t.chars().all(char::is_alphabetic);
+    for sep in SEPARATORS {
+        for (at, _) in text.match_indices(sep) {
+            let (left, right) = (&text[..at], &text[at + sep.len()..]);
+            let before: Vec<String> = left.split_whitespace().rev().take(2).map(bare).collect();
+            let Some(last) = before.first() else {
+                continue;
+            };
+            let ends = year(last)
+                || iso(last)
+                || month(last)
+                || (day(last) && before.get(1).is_some_and(|m| month(m)));
+            let after: Vec<String> = right.split_whitespace().take(4).map(bare).collect();
+            let starts = after.iter().take(3).enumerate().any(|(i, t)| {
+                year(t)
+                    || iso(t)
+                    || month(t)
+                    || (day(t) && after.get(i + 1).is_some_and(|m| month(m)))
+            });
+            if ends && starts && !left.ends_with(':') {
+                // A word (`to 26 April`) is said with its date; a dash is not.
+                let worded = sep.trim().chars().all(char::is_alphabetic);
+                let end = left.trim_end().len();
+                return Some((end, if worded { at + 1 } else { at + sep.len() }));
+            }
+        }
+    }
+    None
 }
 
 /// Nouns in `-ing` that are no verb (`morning`, `building`).
@@ -4938,6 +5063,32 @@ The club was founded in 1990.",
             "{:?}",
             counted.beyond
         );
+    }
+
+    /// A range of dates is read at its `to` or dash; clock times are no range of dates.
+    #[test]
+    fn a_range_of_dates_parts_at_its_to_or_dash() {
+        let line = "Tram T2 will not run from Saturday 11 April 2026 to Sunday 26 April 2026 while the track is renewed.";
+        let (a, b) = date_range(line).expect("a range");
+        assert_eq!(
+            &line[..a],
+            "Tram T2 will not run from Saturday 11 April 2026"
+        );
+        assert!(
+            line[b..].starts_with("to Sunday 26 April 2026"),
+            "{}",
+            &line[b..]
+        );
+        let dashed = "Closed 2 June – 14 July 2025 for repairs.";
+        let (a, b) = date_range(dashed).expect("a dashed range");
+        assert_eq!(
+            (&dashed[..a], &dashed[b..]),
+            ("Closed 2 June", "14 July 2025 for repairs.")
+        );
+        assert_eq!(date_range("Mon: 08:30–17:30"), None);
+        let q = Question::new("When does the T2 track work finish?", &store());
+        let spans = q.spans(line);
+        assert!(spans[0].starts_with("to Sunday 26 April 2026"), "{spans:?}");
     }
 
     /// A `when` question's event is the verb after its subject, read as phrasal verbs and
