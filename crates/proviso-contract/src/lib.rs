@@ -54,7 +54,7 @@ pub use error::ContractError;
 pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
 pub use proviso_core::{Message, MessageToolCall, Role};
-pub use question::{AnswerKind, Qualifier, Question};
+pub use question::{abbreviations_of, unabbreviate, AnswerKind, Qualifier, Question};
 pub use rejection::{Gate, Location, NextStep, Rejection, Violation};
 pub use rules::{FnRule, Ordered, Rule};
 pub use schema::{assertion_keywords, keywords_used, CompiledSchema, SchemaOptions};

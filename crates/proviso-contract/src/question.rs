@@ -2060,18 +2060,7 @@ impl Question {
 
     /// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`).
     fn unabbreviated<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        if self.abbreviations.is_empty() {
-            return std::borrow::Cow::Borrowed(text);
-        }
-        let long: Vec<&str> = words(text)
-            .into_iter()
-            .filter_map(|w| self.abbreviations.get(w).map(String::as_str))
-            .collect();
-        if long.is_empty() {
-            std::borrow::Cow::Borrowed(text)
-        } else {
-            std::borrow::Cow::Owned(format!("{text} ({})", long.join(", ")))
-        }
+        unabbreviate(text, &self.abbreviations)
     }
 
     /// How much of the question's subject `source`'s title states: the weight of its
@@ -3264,6 +3253,7 @@ fn is_id_key(key: &str) -> bool {
 fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
     const NAMING: &[&str] = &["name", "title", "town", "city", "site", "place", "location"];
     let mut out = BTreeMap::new();
+    let mut best: BTreeMap<String, usize> = BTreeMap::new();
     for d in store.documents().filter(|d| d.title().is_none()) {
         for line in d.lines() {
             let Some(fields) = record_fields(line) else {
@@ -3275,14 +3265,25 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
             if !is_id_key(key) {
                 continue;
             }
-            let names: Vec<&str> = fields[1..]
+            // Of the naming fields, the first by [`NAMING`]'s order: a record cited in
+            // several lines (`id: og; name: …`, `id: og; town: …`) is named by its name.
+            let named: Vec<(usize, &str)> = fields[1..]
                 .iter()
                 .filter_map(|f| f.split_once(": "))
-                .filter(|(k, _)| NAMING.contains(&k.trim().to_lowercase().as_str()))
-                .map(|(_, v)| v.trim())
+                .filter_map(|(k, v)| {
+                    NAMING
+                        .iter()
+                        .position(|n| *n == k.trim().to_lowercase())
+                        .map(|rank| (rank, v.trim()))
+                })
                 .collect();
-            if !names.is_empty() {
-                out.insert(id.trim().to_lowercase(), names.join(" "));
+            if let Some(rank) = named.iter().map(|(r, _)| *r).min() {
+                let id = id.trim().to_lowercase();
+                if best.get(&id).is_none_or(|r| rank < *r) {
+                    best.insert(id.clone(), rank);
+                    let names: Vec<&str> = named.iter().map(|(_, v)| *v).collect();
+                    out.insert(id, names.join(" "));
+                }
             }
         }
     }
@@ -3366,6 +3367,34 @@ fn abbreviations(
         }
     }
     out
+}
+
+/// What the sources abbreviate, by abbreviation ([`abbreviations`]): a search finds a line
+/// that writes `KWMM` by the name it stands for.
+#[must_use]
+pub fn abbreviations_of(store: &SourceStore) -> BTreeMap<String, String> {
+    abbreviations(store, &referred_records(store))
+}
+
+/// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`),
+/// by `abbreviations` ([`abbreviations_of`]).
+#[must_use]
+pub fn unabbreviate<'a>(
+    text: &'a str,
+    abbreviations: &BTreeMap<String, String>,
+) -> std::borrow::Cow<'a, str> {
+    if abbreviations.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let long: Vec<&str> = words(text)
+        .into_iter()
+        .filter_map(|w| abbreviations.get(w).map(String::as_str))
+        .collect();
+    if long.is_empty() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("{text} ({})", long.join(", ")))
+    }
 }
 
 /// What the records `line` refers to by their ids name ([`referred_records`]): a field

@@ -222,6 +222,9 @@ impl DocsBase {
         // A line is found by its section's heading too: the sentences under `Loan periods`
         // answer a question about loan periods that none of them words that way.
         let mut texts: Vec<String> = Vec::with_capacity(lines.len());
+        // A line that writes a name by its abbreviation (`Venue: KWMM`) is found by the
+        // name too.
+        let abbreviations = proviso_contract::abbreviations_of(&store);
         for (info, source_lines) in sources
             .iter()
             .zip(lines.chunk_by(|a, b| a.source == b.source))
@@ -257,7 +260,7 @@ impl DocsBase {
                 if let Some(title) = title.as_deref().filter(|_| i > 0) {
                     text = format!("{title} {text}");
                 }
-                texts.push(text);
+                texts.push(proviso_contract::unabbreviate(&text, &abbreviations).into_owned());
             }
         }
         let restated = crate::index::restated(
