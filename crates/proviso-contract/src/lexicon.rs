@@ -2853,6 +2853,60 @@ pub fn unclipped<'a>(
     std::borrow::Cow::Owned(out)
 }
 
+/// `text` with each misspelt word read as the one word of `known` (the sources' words) it
+/// is one edit from (a letter left out, added, changed or two swapped: `acurate` is
+/// `accurate`, `presure` is `pressure`), when it is a word of five letters or more that
+/// neither the sources nor common English write, and one known word alone is that near.
+#[must_use]
+pub fn corrected<'a>(
+    text: &'a str,
+    known: &std::collections::BTreeSet<String>,
+) -> std::borrow::Cow<'a, str> {
+    let fix = |w: &str| -> Option<String> {
+        let lower = w.to_lowercase();
+        if lower.chars().count() < 5
+            || w.starts_with(char::is_uppercase)
+            || !lower.chars().all(|c| c.is_ascii_alphabetic())
+            || known.contains(&lower)
+            || is_common_word(&lower)
+            || is_function_word(&lower)
+        {
+            return None;
+        }
+        let near: Vec<&String> = known
+            .iter()
+            .filter(|k| {
+                k.len().abs_diff(lower.len()) <= 1
+                    && k.chars().all(|c| c.is_ascii_alphabetic())
+                    && strsim::osa_distance(k, &lower) == 1
+            })
+            .collect();
+        match near.as_slice() {
+            [one] => Some((*one).clone()),
+            _ => None,
+        }
+    };
+    if !words(text).iter().any(|w| fix(w).is_some()) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        match fix(&word) {
+            Some(right) => out.push_str(&right),
+            None => out.push_str(&word),
+        }
+        word.clear();
+        out.push(c);
+    }
+    out.pop();
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether `line` opens with a word that stands for something a line before it names: a
 /// pronoun or a determiner alone (`It costs £3.50.`, `They must …`, `These are …`,
 /// `Those aged 3 to 15 …`), or with a clause that stands for what it says (`If you do

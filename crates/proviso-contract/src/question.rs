@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words,
+    age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words, corrected,
     date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
     is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
     length_ranges, locators, measure_ranges, measure_words, money_amounts, names_month,
@@ -994,14 +994,23 @@ impl Question {
             .iter()
             .flat_map(|l| words(l).into_iter().map(str::to_owned))
             .collect();
+        // The words the sources write in lower case: what a misspelt word is read as (a
+        // name, `Potter`, is no correction of `pottery`).
+        let lowercase: BTreeSet<String> = store
+            .documents()
+            .flat_map(|d| d.lines().iter())
+            .flat_map(|l| words(l).into_iter())
+            .filter(|w| w.chars().all(|c| c.is_lowercase()))
+            .map(str::to_owned)
+            .collect();
         // Whether a line writes `text` (lower case): a dotted name the sources write
         // (`server.port`) is asked about, not a place to look.
         let written = |text: &str| all_lines.iter().any(|l| l.contains(text));
         let question = &with_named_days(&without_courtesies(question), &written);
-        let question =
-            &without_locators_but(&unclipped(&with_apostrophes(question), &known), |locator| {
-                !locator.contains('/') && written(&locator.to_lowercase())
-            });
+        let question = &without_locators_but(
+            &corrected(&unclipped(&with_apostrophes(question), &known), &lowercase),
+            |locator| !locator.contains('/') && written(&locator.to_lowercase()),
+        );
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
