@@ -2068,7 +2068,8 @@ impl Question {
     }
 
     /// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`).
-    fn unabbreviated<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+    #[must_use]
+    pub fn unabbreviated<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         unabbreviate(text, &self.abbreviations)
     }
 

@@ -637,7 +637,12 @@ pub fn rank_citations(
     let distinct: BTreeSet<&String> = terms.iter().collect();
     let lines: Vec<Vec<String>> = candidates
         .iter()
-        .map(|c| content_stems(c.get("quote").and_then(Value::as_str).unwrap_or("")))
+        .map(|c| {
+            // A name written by its abbreviation counts as the name's words.
+            content_stems(
+                &question.unabbreviated(c.get("quote").and_then(Value::as_str).unwrap_or("")),
+            )
+        })
         .collect();
     let n = candidates.len().max(1) as f64;
     let idf = |term: &String| {
@@ -872,8 +877,11 @@ fn assess<'a>(
     // A line that refers back (`We can send those …`) shares the words of the line it
     // refers to (`… except keys and glasses`), as the gate reads it.
     let before = content_stems(question.antecedent(source, quote).unwrap_or(""));
+    // A line that writes a name by its abbreviation (`BMM`) shares the name's words.
+    let spelt = content_stems(&question.unabbreviated(quote));
     let set: BTreeSet<&String> = stems
         .iter()
+        .chain(spelt.iter())
         .chain(subject.iter())
         .chain(section.iter())
         .chain(qualified.iter())
