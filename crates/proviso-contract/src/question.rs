@@ -150,9 +150,11 @@ impl AnswerKind {
         ];
         if YES_NO.contains(&first) {
             let wh = ["what", "how", "when", "where", "who", "which"];
-            let then = [", and ", " and if so", ", if so", " and, if so"]
+            // `… and what is it?`: an `and` with a question word after it, wherever it
+            // is (`2 adults and 3 kids … is there a family price and what is it?`).
+            let then = [", and ", " and if so", ", if so", " and, if so", " and "]
                 .iter()
-                .filter_map(|mark| q.find(mark).map(|i| &q[i + mark.len()..]))
+                .flat_map(|mark| q.match_indices(mark).map(|(i, _)| &q[i + mark.len()..]))
                 .map(|rest| rest.trim_start_matches([',', ' ']))
                 .map(|rest| {
                     rest.strip_prefix("if so")
@@ -168,6 +170,18 @@ impl AnswerKind {
                 let kind = Self::of(rest);
                 if kind != Self::Thing && kind != Self::YesNo {
                     return kind;
+                }
+                // "Is there a family price and what is it?": `it` is the measure the
+                // question names before.
+                let referring = words(rest)
+                    .iter()
+                    .skip(1)
+                    .all(|w| ["is", "are", "it", "that", "they", "s", "was", "be"].contains(w));
+                if kind == Self::Thing
+                    && referring
+                    && w.iter().any(|t| measure.contains(&t.trim_end_matches('s')))
+                {
+                    return Self::Quantity;
                 }
             }
         }
@@ -251,6 +265,7 @@ impl Qualifier {
     /// (`VELA-2`, `PASI-75`) is never a label: a word and a capital letter or a short
     /// number (`Arm C`, `week 16`), and a number and its unit (`70 mg`, `40-week`).
     fn all_in(text: &str) -> Vec<Self> {
+        let raw: Vec<&str> = text.split_whitespace().collect();
         let tokens: Vec<&str> = text
             .split_whitespace()
             .map(|t| {
@@ -269,7 +284,10 @@ impl Qualifier {
             // One reading of a letter label ([`is_label`]): `Arm A`, `Phase I`, but not the
             // pronoun in "the most plots I can have".
             let letter = is_label(&tokens, i + 1);
-            if word(a) && (letter || (number(b) && b.len() <= 3)) {
+            // `our 3 kids (6, 9 and 12)`: numbers in brackets after a noun say what its
+            // members are (their ages), not which member.
+            let bracketed = raw.get(i + 1).is_some_and(|r| r.starts_with('('));
+            if word(a) && !bracketed && (letter || (number(b) && b.len() <= 3)) {
                 out.push(Self::Label {
                     head: stem(a),
                     value: b.to_lowercase(),
