@@ -2379,7 +2379,14 @@ fn year_in(token: &str) -> Option<u32> {
 /// The years `text` states (`in 2024`, `the 2025-26 season`, `1 January 2026`).
 #[must_use]
 pub fn stated_years(text: &str) -> Vec<u32> {
-    words(text).into_iter().filter_map(year_in).collect()
+    let mut out: Vec<u32> = words(text).into_iter().filter_map(year_in).collect();
+    // `in 2025/26`: a season of two years states both.
+    for (lo, hi) in year_ranges(text) {
+        if hi == lo + 1 && out.contains(&lo) && !out.contains(&hi) {
+            out.push(hi);
+        }
+    }
+    out
 }
 
 /// The years `text` states, each as an inclusive range: a year alone (`2024`) is itself;
@@ -2435,6 +2442,9 @@ pub fn year_ranges(text: &str) -> Vec<(u32, u32)> {
                 Some((1900, if dated { y } else { y - 1 }))
             }
             (Some("up"), Some("to")) => Some((1900, y)),
+            // `an arrangement that ends on 31 March 2027`: in force until then.
+            (Some("ends" | "ending" | "expires" | "expiring"), Some("on" | "in"))
+            | (_, Some("ends" | "ending" | "expires" | "expiring")) => Some((1900, y)),
             (_, Some("after")) => Some((if dated { y } else { y + 1 }, 2100)),
             (_, Some("since" | "from")) if next != Some("to") => Some((y, 2100)),
             _ => match after {

@@ -188,9 +188,16 @@ impl AnswerKind {
         let asks_what = ["what", "which"].contains(&first)
             || q.starts_with("what's")
             || w.get(1).is_some_and(|s| ["what", "which"].contains(s));
+        // "What do I pay for the water part?", "what would we owe?": a sum.
+        let pays = first == "what"
+            && w.get(1).is_some_and(|a| {
+                ["do", "does", "did", "will", "would", "should", "must"].contains(a)
+            })
+            && w.get(3).is_some_and(|v| ["pay", "owe"].contains(v));
         if first == "when" || time.iter().any(|k| has(k)) {
             Self::Time
-        } else if quantity.iter().any(|k| has(k))
+        } else if pays
+            || quantity.iter().any(|k| has(k))
             || (asks_what && w.iter().any(|t| measure.contains(&t.trim_end_matches('s'))))
         {
             Self::Quantity
@@ -5119,6 +5126,42 @@ The club was founded in 1990.",
             !counted.beyond.contains(&stem("counted")),
             "{:?}",
             counted.beyond
+        );
+    }
+
+    /// Readings of the asker's words: a price asked with `what do I pay` or `is there …
+    /// and what is it`; a season of two years states both; a year an arrangement ends in
+    /// bounds it; numbers in brackets after a noun are no label.
+    #[test]
+    fn sums_seasons_and_bracketed_numbers_are_read_as_meant() {
+        assert_eq!(
+            AnswerKind::of("Band D, not metered. What do I pay for just the water part?"),
+            AnswerKind::Quantity
+        );
+        assert_eq!(
+            AnswerKind::of("is there a family price and what is it?"),
+            AnswerKind::Quantity
+        );
+        assert_eq!(
+            AnswerKind::of("What happens if I don't pay?"),
+            AnswerKind::Thing
+        );
+        assert_eq!(stated_years("the charge in 2025/26"), vec![2025, 2026]);
+        assert_eq!(stated_years("before 2001"), vec![2001]);
+        assert_eq!(
+            year_ranges("an arrangement that ends on 31 March 2027"),
+            vec![(1900, 2027)]
+        );
+        let q = Question::new(
+            "our 3 kids (6, 9 and 12) - what is the family price?",
+            &store(),
+        );
+        assert!(
+            !q.qualifiers
+                .iter()
+                .any(|x| matches!(x, Qualifier::Label { value, .. } if value == "6")),
+            "{:?}",
+            q.qualifiers
         );
     }
 
