@@ -62,6 +62,10 @@ pub const LIGHT_WORDS: &[&str] = &[
     "ordinary",
     // "Thinking of pausing …": what the asker means to do is what follows.
     "thinking",
+    // "We live in Harnmouth": where the asker is, which the place's name says.
+    "live",
+    "lives",
+    "living",
     "get",
     "gets",
     "getting",
