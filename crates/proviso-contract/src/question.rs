@@ -2057,8 +2057,25 @@ impl Question {
         let general = self.member_fits(line).is_none();
         // A line that writes a name by its abbreviation (`Weekly (WET, CAD)`) states it.
         let line = &self.unabbreviated(line);
+        // "No. We don't add fluoride to any of our supplies.": a rule for every place the
+        // sources serve holds for the one asked about, when the line names no other.
+        let lower = format!(" {}", line.to_lowercase());
+        let universal = [
+            " any of our ",
+            " all of our ",
+            " all our ",
+            " every one of our ",
+            " each of our ",
+            " across our area",
+            " throughout our area",
+            " everywhere we ",
+        ]
+        .iter()
+        .any(|u| lower.contains(u))
+            && self.names_in(line) == 0;
         let proper = self.proper.iter().all(|n| {
-            (member(n) && general)
+            universal
+                || (member(n) && general)
                 || [line, title, section_text, before]
                     .iter()
                     .any(|text| states_name(text, n))
