@@ -1574,8 +1574,15 @@ impl Question {
         // A misspelling (`peopel`) is not a rare word: one edit from a common word or a
         // word of the sources (`known`, which also reads clipped words), it is read as
         // that word.
+        // So is a word that qualifies the kind of thing asked for (`vegan` in "what vegan
+        // food does the café do?"): the kind need not be stated, what picks it must be.
+        let qualifying = answer_phrase
+            .split_last()
+            .map(|(_, modifiers)| modifiers.to_vec())
+            .unwrap_or_default();
         let mut unheard: Vec<String> = beyond
             .iter()
+            .chain(qualifying.iter().filter(|t| !beyond.contains(t)))
             .filter(|t| !sources.values().any(|s| s.0.contains(*t)))
             .filter_map(|t| {
                 let written: Vec<&str> = content_words(&redone)
