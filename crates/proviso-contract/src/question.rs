@@ -144,9 +144,9 @@ impl AnswerKind {
         // "Can you post them, and what does that cost?", "can I claim it, and if so how
         // much?": a yes or no asked with what follows from it asks that; an amount stated
         // says yes as well.
-        const YES_NO: [&str; 16] = [
-            "is", "are", "does", "do", "did", "can", "could", "was", "were", "has", "have", "will",
-            "would", "should", "must", "may",
+        const YES_NO: [&str; 17] = [
+            "is", "are", "am", "does", "do", "did", "can", "could", "was", "were", "has", "have",
+            "will", "would", "should", "must", "may",
         ];
         if YES_NO.contains(&first) {
             let wh = ["what", "how", "when", "where", "who", "which"];
@@ -4150,7 +4150,7 @@ fn states_permission(stems: &[String]) -> bool {
 
 /// Words that open a question.
 const INTERROGATIVES: &[&str] = &[
-    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "does",
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "am", "does",
     "do", "did", "can", "could", "was", "were", "has", "have", "will", "would", "should", "must",
     "may",
 ];
