@@ -619,8 +619,15 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // never tuned on, and held here so that no later change loses what they answer.
         ("leisure", "dev", 20, 18, 0),
         ("leisure", "test", 20, 8, 2),
-        ("dental", "dev", 20, 6, 1),
-        ("dental", "test", 20, 10, 2),
+        ("dental", "dev", 20, 7, 1),
+        ("dental", "test", 20, 11, 1),
+        // Written fresh in session 36 the same way and split at random (seed 36) before
+        // any result was read. First run, harness: water dev 8 right and 1 wrong, test 6
+        // and 3; museum dev 4 and 2, test 10 and 1.
+        ("water", "dev", 20, 12, 1),
+        ("water", "test", 20, 6, 3),
+        ("museum", "dev", 20, 7, 2),
+        ("museum", "test", 20, 11, 2),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

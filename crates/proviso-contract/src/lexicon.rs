@@ -352,7 +352,15 @@ const RELATED: &[&[&str]] = &[
     &["cat", "moggy", "moggie", "tabby", "siamese"],
     &["bicycle", "bike"],
     // "Can I take pics?": what rules call photography.
-    &["photo", "photograph", "photography", "picture", "pic", "pics", "snap"],
+    &[
+        "photo",
+        "photograph",
+        "photography",
+        "picture",
+        "pic",
+        "pics",
+        "snap",
+    ],
     // "For a whole day": what a price list calls a full day.
     &["whole", "full", "entire"],
     // "What is it worth?": what a page calls its value.

@@ -4150,9 +4150,9 @@ fn states_permission(stems: &[String]) -> bool {
 
 /// Words that open a question.
 const INTERROGATIVES: &[&str] = &[
-    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "am", "does",
-    "do", "did", "can", "could", "was", "were", "has", "have", "will", "would", "should", "must",
-    "may",
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "am",
+    "does", "do", "did", "can", "could", "was", "were", "has", "have", "will", "would", "should",
+    "must", "may",
 ];
 
 /// The part of `question` that asks: its last sentence that ends with a question mark

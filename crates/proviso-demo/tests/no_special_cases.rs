@@ -33,9 +33,54 @@ fn corpus_terms() -> Vec<String> {
             }
         }
     }
+    terms.extend(record_names());
     terms.sort();
     terms.dedup();
     terms
+}
+
+/// The rare words that name the records of every document set under `corpora/` (the
+/// `name` and `town` fields of their JSON Lines files: `Wetherstow`, `Kettleby`): the
+/// places, practices and sites of the fresh corpora, which no code that decides may name
+/// either. Words of common English (`Museum`, `Bridge`) are left out.
+fn record_names() -> Vec<String> {
+    let common: std::collections::HashSet<&str> =
+        include_str!("../../proviso-contract/data/common-words.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect();
+    let corpora = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpora");
+    let mut out = Vec::new();
+    for set in std::fs::read_dir(&corpora).unwrap() {
+        let set = set.unwrap().path();
+        if !set.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&set).unwrap() {
+            let file = file.unwrap().path();
+            if file.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&file).unwrap().lines() {
+                let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                for key in ["name", "town"] {
+                    let value = record[key].as_str().unwrap_or_default();
+                    for word in value.split(|c: char| !c.is_alphabetic()) {
+                        let lower = word.to_lowercase();
+                        if word.chars().count() >= 6
+                            && word.starts_with(char::is_uppercase)
+                            && !common.contains(lower.as_str())
+                        {
+                            out.push(lower);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -52,7 +97,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn no_code_outside_the_demo_agents_names_a_bundled_trial_or_drug() {
     let terms = corpus_terms();
-    assert!(terms.len() >= 12, "{terms:?}");
+    assert!(terms.len() >= 40, "{terms:?}");
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // The demo's agents load and describe their own corpora; that is their job.
     let allowed = [
