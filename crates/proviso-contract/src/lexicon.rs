@@ -791,6 +791,8 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
     // "How long will you hang on to them?": how long they are kept.
     (&["hang", "hold"], "on", "keep"),
     (&["break", "broke"], "down", "broken"),
+    // "When does the ban kick in?": when it starts.
+    (&["kick"], "in", "start"),
     (&["grow", "grown"], "up", "adult"),
     // "How much will my bill go up by?": a price rises. (Not `went up`, which tells
     // the asker's situation: "before the prices went up".)

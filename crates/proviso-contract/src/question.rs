@@ -2372,7 +2372,11 @@ impl Question {
             {
                 return Some("the question asks for a temperature, and it states none".into());
             }
-            AnswerKind::Time if !times(text).iter().any(|t| !self.asked_times.contains(t)) => {
+            AnswerKind::Time
+                if !times(&without_references(&without_locators(text)))
+                    .iter()
+                    .any(|t| !self.asked_times.contains(t)) =>
+            {
                 return Some("the question asks for a time, and it states none".into());
             }
             // "Until what time": a date (`March 2025`) is not a time of day.
@@ -4225,6 +4229,24 @@ fn opens_sentence(text: &str, word: &str) -> bool {
 }
 
 /// The id-shaped tokens of `text` (a letter and a digit), lower case.
+/// `text` without its reference numbers (`DMW-OPS-2025-014`: parts joined by dashes, one
+/// of capitals, one with digits), whose year is a part of a name, not a time the text
+/// states. A file name goes with [`without_locators`].
+fn without_references(text: &str) -> String {
+    text.split_whitespace()
+        .filter(|t| {
+            let t = t.trim_matches(|c: char| !c.is_alphanumeric());
+            let parts: Vec<&str> = t.split('-').collect();
+            !(parts.len() >= 3
+                && parts
+                    .iter()
+                    .any(|p| p.len() >= 2 && p.chars().all(|c| c.is_ascii_uppercase()))
+                && parts.iter().any(|p| p.chars().any(|c| c.is_ascii_digit())))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn id_tokens(text: &str) -> Vec<String> {
     text.split_whitespace()
         .map(|t| {
@@ -5187,6 +5209,24 @@ The club was founded in 1990.",
             "{:?}",
             q.qualifiers
         );
+    }
+
+    /// A year inside a file name or a reference number is no time the line states.
+    #[test]
+    fn a_reference_or_a_file_name_states_no_time() {
+        let store = store_of(&[(
+            "TUB",
+            "Hosepipe ban notice\nThe hosepipe ban starts on Friday 18 July 2025.",
+        )]);
+        let q = Question::new("When does the hosepipe ban kick in?", &store);
+        let why = q.misses("tub-notice-2025.txt: temporary use ban notice DMW-OPS-2025-014");
+        assert_eq!(
+            why.as_deref(),
+            Some("the question asks for a time, and it states none")
+        );
+        assert!(q
+            .misses("The hosepipe ban starts on Friday 18 July 2025.")
+            .is_none());
     }
 
     /// A range of dates is read at its `to` or dash; clock times are no range of dates.
