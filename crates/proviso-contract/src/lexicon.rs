@@ -2908,7 +2908,8 @@ pub fn corrected<'a>(
             })
             .collect();
         match near.as_slice() {
-            [one] => Some((*one).clone()),
+            // An inflection (`discs` of `disc`) is no misspelling: the word stays as written.
+            [one] if stem(one) != stem(&lower) => Some((*one).clone()),
             _ => None,
         }
     };
