@@ -1112,11 +1112,9 @@ const MONTHS: [&str; 12] = [
 /// Whether `text` names a month, whole or cut short (`April`, `Apr`).
 #[must_use]
 pub fn names_month(text: &str) -> bool {
-    words(&text.to_lowercase()).iter().any(|w| {
-        MONTHS
-            .iter()
-            .any(|m| *m == *w || (w.len() == 3 && m.starts_with(*w)))
-    })
+    words(&text.to_lowercase())
+        .iter()
+        .any(|w| month_of(w).is_some())
 }
 
 /// The days of the week (a time a schedule states).
@@ -2858,7 +2856,16 @@ pub fn unclipped<'a>(
             .all(|k| stem(k) == stem(first))
             .then(|| (*first).clone())
     };
-    if !words(text).iter().any(|w| whole(w).is_some()) {
+    rewrite_words(text, whole)
+}
+
+/// `text` with each word (a run of letters and digits) that `rewrite` gives another for
+/// written as that one, everything between words kept; borrowed when none is rewritten.
+fn rewrite_words(
+    text: &str,
+    rewrite: impl Fn(&str) -> Option<String>,
+) -> std::borrow::Cow<'_, str> {
+    if !words(text).iter().any(|w| rewrite(w).is_some()) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -2868,8 +2875,8 @@ pub fn unclipped<'a>(
             word.push(c);
             continue;
         }
-        match whole(&word) {
-            Some(full) => out.push_str(&full),
+        match rewrite(&word) {
+            Some(other) => out.push_str(&other),
             None => out.push_str(&word),
         }
         word.clear();
@@ -2913,25 +2920,7 @@ pub fn corrected<'a>(
             _ => None,
         }
     };
-    if !words(text).iter().any(|w| fix(w).is_some()) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    let mut word = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_alphanumeric() {
-            word.push(c);
-            continue;
-        }
-        match fix(&word) {
-            Some(right) => out.push_str(&right),
-            None => out.push_str(&word),
-        }
-        word.clear();
-        out.push(c);
-    }
-    out.pop();
-    std::borrow::Cow::Owned(out)
+    rewrite_words(text, fix)
 }
 
 /// Whether `line` opens with a word that stands for something a line before it names: a

@@ -1015,19 +1015,18 @@ impl Question {
             .collect();
         // Every word the sources write: a word cut short (`dorm`) that they write whole
         // (`dormitory`) is read whole, and a misspelling is read as theirs.
-        let known: BTreeSet<String> = all_lines
-            .iter()
-            .flat_map(|l| words(l).into_iter().map(str::to_owned))
-            .collect();
-        // The words the sources write in lower case: what a misspelt word is read as (a
-        // name, `Potter`, is no correction of `pottery`).
-        let lowercase: BTreeSet<String> = store
-            .documents()
-            .flat_map(|d| d.lines().iter())
-            .flat_map(|l| words(l).into_iter())
-            .filter(|w| w.chars().all(|c| c.is_lowercase()))
-            .map(str::to_owned)
-            .collect();
+        // And the words they write in lower case: what a misspelt word is read as (a name,
+        // `Potter`, is no correction of `pottery`).
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        let mut lowercase: BTreeSet<String> = BTreeSet::new();
+        for line in store.documents().flat_map(|d| d.lines().iter()) {
+            for word in words(line) {
+                if word.chars().all(char::is_lowercase) {
+                    lowercase.insert(word.to_owned());
+                }
+                known.insert(word.to_lowercase());
+            }
+        }
         // Whether a line writes `text` (lower case): a dotted name the sources write
         // (`server.port`) is asked about, not a place to look.
         let written = |text: &str| all_lines.iter().any(|l| l.contains(text));
@@ -4021,11 +4020,7 @@ fn date_range(text: &str) -> Option<(usize, usize)> {
         t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
             .to_owned()
     };
-    let year = |t: &str| {
-        t.len() == 4
-            && t.chars().all(|c| c.is_ascii_digit())
-            && (t.starts_with("19") || t.starts_with("20"))
-    };
+    let year = |t: &str| is_year(t);
     let iso = |t: &str| {
         let parts: Vec<&str> = t.split('-').collect();
         parts.len() == 3 && year(parts[0]) && parts[1..].iter().all(|p| p.len() == 2)
