@@ -790,9 +790,12 @@ fn strip_bullet(line: &str) -> &str {
 /// Splits a line into sentences: after `.`, `!` or `?` followed by a space and a capital
 /// letter, a digit or a quote, unless the word ending there is a common abbreviation or a
 /// single letter (an initial).
-fn sentences(line: &str) -> Vec<String> {
-    const ABBREVIATIONS: [&str; 12] = [
-        "e.g", "i.e", "etc", "vs", "no", "dr", "mr", "mrs", "ms", "approx", "fig", "min",
+pub(crate) fn sentences(line: &str) -> Vec<String> {
+    // Titles before a name (`Prof. Anders Lindqvist`) and abbreviations that a capital
+    // or a number follows.
+    const ABBREVIATIONS: [&str; 15] = [
+        "e.g", "i.e", "etc", "vs", "no", "dr", "mr", "mrs", "ms", "prof", "rev", "approx", "fig",
+        "min", "nos",
     ];
     let chars: Vec<char> = line.chars().collect();
     let mut out = Vec::new();
@@ -1000,6 +1003,10 @@ mod tests {
         assert_eq!(
             sentences("Dr. Lee signed it. It was 2.5 m long."),
             ["Dr. Lee signed it.", "It was 2.5 m long."]
+        );
+        assert_eq!(
+            sentences("Signed, Prof. Anders Lindqvist, DSMB Chair. To: Mrs. J. Okafor."),
+            ["Signed, Prof. Anders Lindqvist, DSMB Chair.", "To: Mrs. J. Okafor."]
         );
     }
 

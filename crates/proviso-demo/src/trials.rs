@@ -136,29 +136,13 @@ fn record_lines(t: &Trial) -> Vec<String> {
     lines
 }
 
-/// A document as lines: its id and title, then one line per sentence (a sentence ends at a
-/// full stop followed by a space and a capital letter, a digit or a quote, or at a line
-/// break).
+/// A document as lines: its id and title, then one line per sentence, as every document
+/// set splits its prose ([`crate::docs::sentences`]: not after `Dr.` or an initial), or at
+/// a line break.
 fn document_lines(d: &Document) -> Vec<String> {
     let mut lines = vec![format!("{}: {} ({})", d.doc_id, d.title, d.kind)];
     for paragraph in d.text.lines() {
-        let chars: Vec<char> = paragraph.chars().collect();
-        let mut current = String::new();
-        for (i, &c) in chars.iter().enumerate() {
-            current.push(c);
-            let ends = c == '.'
-                && chars.get(i + 1) == Some(&' ')
-                && chars
-                    .get(i + 2)
-                    .is_some_and(|n| n.is_uppercase() || n.is_ascii_digit() || *n == '"');
-            if ends {
-                lines.push(current.trim().to_owned());
-                current.clear();
-            }
-        }
-        if !current.trim().is_empty() {
-            lines.push(current.trim().to_owned());
-        }
+        lines.extend(crate::docs::sentences(paragraph));
     }
     lines
 }
