@@ -58,12 +58,18 @@ impl SourceDocument {
     /// or years), as a manifest gives them: "what did it cost in 2024?" asks about the
     /// version that applied then.
     #[must_use]
+    /// Without either date, the dates its own opening lines state (`Effective from
+    /// 2024-01-01 until 2025-12-31.`, [`stated_validity`]): a folder without a manifest, or
+    /// a manifest without dates, still dates a policy that says when it applied.
     pub fn applied(mut self, effective: Option<&str>, until: Option<&str>) -> Self {
         let year = |date: Option<&str>| {
             date.and_then(|d| d.get(..4))
                 .and_then(|y| y.parse::<u32>().ok())
         };
-        self.years = (year(effective), year(until));
+        self.years = match (year(effective), year(until)) {
+            (None, None) => stated_validity(&self.lines),
+            years => years,
+        };
         self
     }
 
@@ -223,6 +229,42 @@ const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"]
 /// `Site:`): every sentence under it is about that place.
 const SCOPE_KEYS: [&str; 6] = ["area", "areas", "location", "site", "branch", "region"];
 
+/// How many of a document's first lines may state when it applies: its heading, not its
+/// body (`From 1 April 2025 we charge …` in a paragraph dates a change, not the document).
+const HEAD_LINES: usize = 6;
+
+/// The years a document's opening lines say it applied in: a line among its first
+/// [`HEAD_LINES`] non-empty ones that says it is effective, in force or valid (`Effective
+/// from 2024-01-01 until 2025-12-31.`, `In force: 1 March 2025 to 28 February 2026`,
+/// `Valid until 2025`), read as (first year, last year); `(None, None)` when none does.
+fn stated_validity(lines: &[String]) -> (Option<u32>, Option<u32>) {
+    const MARKS: [&str; 5] = ["effective", "in force", "valid ", "valid:", "applies from"];
+    const ENDS: [&str; 4] = [" until ", " till ", " to ", " through "];
+    for line in lines.iter().filter(|l| !l.trim().is_empty()).take(HEAD_LINES) {
+        let lower = format!(" {} ", line.to_lowercase());
+        let Some(mark) = MARKS.iter().filter_map(|m| lower.find(m)).min() else {
+            continue;
+        };
+        let rest = &lower[mark..];
+        let years = crate::lexicon::stated_years(rest);
+        let Some(&first) = years.first() else {
+            continue;
+        };
+        let end = ENDS
+            .iter()
+            .chain(["–", " - "].iter())
+            .filter_map(|e| rest.find(e))
+            .min();
+        let Some(end) = end else {
+            return (Some(first), None);
+        };
+        let before = crate::lexicon::stated_years(&rest[..end]);
+        let after = crate::lexicon::stated_years(&rest[end..]);
+        return (before.first().copied(), after.first().copied());
+    }
+    (None, None)
+}
+
 /// Whether a line is a sentence of prose rather than a header: it ends a sentence and runs
 /// to more than a dozen words.
 fn is_prose(line: &str) -> bool {
@@ -303,12 +345,16 @@ impl SourceStore {
                 })?;
             let file = text_field("file")?;
             let text = read(file).map_err(|e| invalid(format!("reading `{file}`: {e}")))?;
-            store.insert(SourceDocument::new(
-                text_field("source_id")?,
-                text_field("version")?,
-                in_force,
-                &text,
-            ))?;
+            let date = |name: &str| entry.get(name).and_then(Value::as_str);
+            store.insert(
+                SourceDocument::new(
+                    text_field("source_id")?,
+                    text_field("version")?,
+                    in_force,
+                    &text,
+                )
+                .applied(date("effective"), date("until")),
+            )?;
         }
         Ok(store)
     }
@@ -686,6 +732,38 @@ mod tests {
         assert_eq!(d.section(5), Some("Booking the lathe:"));
         assert_eq!(d.section(9), None);
         assert_eq!(d.sections().count(), 5);
+    }
+
+    /// A document without dates from its manifest is dated by what its heading says, and
+    /// its body's dates date nothing.
+    #[test]
+    fn a_documents_heading_says_when_it_applied() {
+        let dated = |text: &str| {
+            SourceDocument::new("P", "v1", false, text)
+                .applied(None, None)
+                .years
+        };
+        assert_eq!(
+            dated("Lodging policy\nEffective from 2024-01-01 until 2025-12-31.\nThe limit is 600 yuan."),
+            (Some(2024), Some(2025))
+        );
+        assert_eq!(
+            dated("Terms\nEffective from 1 March 2026; replaces v1.\nRent is due monthly."),
+            (Some(2026), None)
+        );
+        assert_eq!(
+            dated("Price list\nIn force: 1 April 2025 – 31 March 2026\nA book costs £3."),
+            (Some(2025), Some(2026))
+        );
+        assert_eq!(dated("Notice\nValid until 2025.\nClosed."), (None, Some(2025)));
+        assert_eq!(
+            dated("Fees\nA\nB\nC\nD\nE\nFrom 2026 the fee is effective from 2027."),
+            (None, None)
+        );
+        // The manifest's dates win.
+        let d = SourceDocument::new("P", "v1", false, "Effective from 2020 until 2021.")
+            .applied(Some("2024-01-01"), None);
+        assert_eq!(d.years, (Some(2024), None));
     }
 
     #[test]
