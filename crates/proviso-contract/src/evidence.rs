@@ -240,7 +240,11 @@ const HEAD_LINES: usize = 6;
 fn stated_validity(lines: &[String]) -> (Option<u32>, Option<u32>) {
     const MARKS: [&str; 5] = ["effective", "in force", "valid ", "valid:", "applies from"];
     const ENDS: [&str; 4] = [" until ", " till ", " to ", " through "];
-    for line in lines.iter().filter(|l| !l.trim().is_empty()).take(HEAD_LINES) {
+    for line in lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .take(HEAD_LINES)
+    {
         let lower = format!(" {} ", line.to_lowercase());
         let Some(mark) = MARKS.iter().filter_map(|m| lower.find(m)).min() else {
             continue;
@@ -755,7 +759,10 @@ mod tests {
             dated("Price list\nIn force: 1 April 2025 – 31 March 2026\nA book costs £3."),
             (Some(2025), Some(2026))
         );
-        assert_eq!(dated("Notice\nValid until 2025.\nClosed."), (None, Some(2025)));
+        assert_eq!(
+            dated("Notice\nValid until 2025.\nClosed."),
+            (None, Some(2025))
+        );
         assert_eq!(
             dated("Fees\nA\nB\nC\nD\nE\nFrom 2026 the fee is effective from 2027."),
             (None, None)

@@ -1006,7 +1006,10 @@ mod tests {
         );
         assert_eq!(
             sentences("Signed, Prof. Anders Lindqvist, DSMB Chair. To: Mrs. J. Okafor."),
-            ["Signed, Prof. Anders Lindqvist, DSMB Chair.", "To: Mrs. J. Okafor."]
+            [
+                "Signed, Prof. Anders Lindqvist, DSMB Chair.",
+                "To: Mrs. J. Okafor."
+            ]
         );
     }
 
