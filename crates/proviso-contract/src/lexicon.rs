@@ -431,7 +431,7 @@ fn raw_stem(word: &str) -> String {
 
 /// A word's base form: lower case, an irregular verb's base, then without its plural or
 /// verb ending and a silent final `e` (`charges` is `charg`, `borrowing` is `borrow`).
-fn base_form(word: &str) -> String {
+pub(crate) fn base_form(word: &str) -> String {
     let lower = word.to_lowercase();
     // An irregular verb meets its base form (`ran` meets `run`, `held` meets `hold`).
     let lower = IRREGULAR

@@ -15,14 +15,15 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    age_ranges, amounts, amounts_with_units, common_words, content_stems, content_words, corrected,
-    date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
-    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
-    length_ranges, locators, measure_ranges, measure_words, money_amounts, names_month,
-    party_ranges, place_nouns, reading, release_ranges, stated_age, stated_dates, stated_lengths,
-    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
-    states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
-    without_locators, without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
+    age_ranges, amounts, amounts_with_units, base_form, common_words, content_stems, content_words,
+    corrected, date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word,
+    is_duration, is_footnote_mark, is_function_word, is_heading, is_label, is_light_word,
+    is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words, money_amounts,
+    names_month, party_ranges, place_nouns, reading, release_ranges, stated_age, stated_dates,
+    stated_lengths, stated_measures, stated_party, stated_releases, stated_years, states_extent,
+    states_location, states_money, states_size, states_temperature, stem, times, unclipped,
+    with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
+    NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -921,8 +922,8 @@ pub struct Question {
     unheard: Vec<String>,
     /// What the question asks in a word only a few lines state: a line that does not state
     /// it (itself, or through its section, title or the line it refers to) does not answer.
-    /// Each as its stem and as written.
-    rare: Vec<(String, String)>,
+    /// Each as it is matched ([`rare_forms`]), as written, and the sources that state it.
+    rare: Vec<(String, String, BTreeSet<String>)>,
     /// Qualifiers the question asks about that no source states, of a series they do
     /// state (`Arm F` beside arms A to C): no line answers for them.
     absent: Vec<Qualifier>,
@@ -1666,26 +1667,36 @@ impl Question {
                         .any(|w| stem(w) == **t && is_common_word(w))
             })
             .collect();
-        let rare: Vec<(String, String)> = if candidates.is_empty() {
+        // Counted by the word's stem (`curated` meets `curator`), or, where the stem's
+        // first letters are another word's too, by its whole base form (`discoloured` is rare
+        // where `discount` is everywhere). A word of a group of related ones (`laptop` of
+        // computers) counts every word of its group.
+        let rare: Vec<(String, String, BTreeSet<String>)> = if candidates.is_empty() {
             Vec::new()
         } else {
-            let line_stems: Vec<BTreeSet<String>> = store
+            let line_words: Vec<(&str, BTreeSet<String>)> = store
                 .documents()
-                .flat_map(|d| d.lines().iter())
-                .map(|l| content_stems(l).into_iter().collect())
+                .flat_map(|d| d.lines().iter().map(move |l| (d.source_id(), l)))
+                .map(|(id, l)| (id, rare_forms(l)))
                 .collect();
+            let few = |key: &String| {
+                let n = line_words.iter().filter(|(_, s)| s.contains(key)).count();
+                (1..=RARE_LINES).contains(&n)
+            };
             candidates
                 .into_iter()
-                .filter(|t| {
-                    let n = line_stems.iter().filter(|s| s.contains(*t)).count();
-                    (1..=RARE_LINES).contains(&n)
-                })
-                .map(|t| {
+                .filter_map(|t| {
                     let written = content_words(&redone)
                         .into_iter()
-                        .find(|w| stem(w) == *t)
-                        .map_or_else(|| t.clone(), str::to_lowercase);
-                    (t.clone(), written)
+                        .find(|w| stem(w) == *t)?
+                        .to_lowercase();
+                    let key = [t.clone(), rare_form(&written)].into_iter().find(few)?;
+                    let stating = line_words
+                        .iter()
+                        .filter(|(_, s)| s.contains(&key))
+                        .map(|(id, _)| (*id).to_owned())
+                        .collect();
+                    Some((key, written, stating))
                 })
                 .collect()
         };
@@ -2319,15 +2330,14 @@ impl Question {
         }
         // A rule settles a yes or no without naming what it rules out (`Lyme Ashby does
         // not accept deliveries` for the asker's parcels).
-        // Only where the line's source is known: its section and title may state the word.
+        // Only where the line's source is known: its section, title or other lines may state
+        // the word.
         if let Some(source) =
             source.filter(|_| self.kind != AnswerKind::YesNo && !self.rare.is_empty())
         {
-            let mut near: BTreeSet<String> = content_stems(&self.unabbreviated(text))
-                .into_iter()
-                .chain(context.map(content_stems).unwrap_or_default())
-                .collect();
+            let mut near: BTreeSet<String> = rare_forms(&self.unabbreviated(text));
             for extra in [
+                context,
                 self.section(source, text),
                 self.titles.get(source).map(String::as_str),
                 self.antecedent(source, text),
@@ -2335,9 +2345,15 @@ impl Question {
             .into_iter()
             .flatten()
             {
-                near.extend(content_stems(extra));
+                near.extend(rare_forms(extra));
             }
-            if let Some((_, word)) = self.rare.iter().find(|(t, _)| !near.contains(t)) {
+            // A source that states the word elsewhere (a price list whose consultations
+            // name it) may say it once for all its lines.
+            if let Some((_, word, _)) = self
+                .rare
+                .iter()
+                .find(|(t, _, stating)| !near.contains(t) && !stating.contains(source))
+            {
                 return Some(format!(
                     "the question asks about `{word}`, which few lines state, and it does not"
                 ));
@@ -3290,6 +3306,26 @@ impl Question {
 /// Whether `word` (lower case) is one edit (a letter added, dropped, changed, or two
 /// swapped) from a common English word or from one of `known`, and long enough (five
 /// letters) for that to be a slip rather than another word.
+/// A word's whole base form (`discoloured` is `discolour`), or its stem when that names a
+/// group of related words (`laptop` meets `computer`).
+fn rare_form(word: &str) -> String {
+    let s = stem(word);
+    if s.ends_with('+') {
+        s
+    } else {
+        base_form(word)
+    }
+}
+
+/// The words of `text` as [`Question`]'s rare words are matched: each word's stem and its
+/// [`rare_form`].
+fn rare_forms(text: &str) -> BTreeSet<String> {
+    words(text)
+        .into_iter()
+        .flat_map(|w| [stem(w), rare_form(w)])
+        .collect()
+}
+
 fn is_misspelling(word: &str, known: &BTreeSet<String>) -> bool {
     let near = |w: &str| w.len().abs_diff(word.len()) <= 1 && strsim::osa_distance(w, word) == 1;
     word.chars().count() >= 5 && (known.iter().any(|w| near(w)) || common_words().any(near))
@@ -4983,10 +5019,10 @@ mod tests {
     #[test]
     fn a_rare_word_the_sources_state_elsewhere_must_be_stated() {
         let store = store_of(&[
-            ("PRICES", "Prices\nService: Microchip implant during neutering; Price: £12.00\nProcedure: Dog castration; Price: £92\nConsultation: Exotic pets (rabbits, chinchillas); Price: £58.50"),
+            ("PRICES", "Prices\nService: Microchip implant during neutering; Price: £12.00\nProcedure: Dog castration; Price: £92"),
+            ("EXOTIC", "Exotic pets\nConsultation: rabbits, chinchillas; Price: £58.50\nWe see birds on Fridays."),
             ("CARE", "Care plans\nA plan lasts 12 months before you renew it.\nThe plan covers two check-ups."),
             ("HOURS", "Opening hours\nWe are open 08:00 to 18:00 on weekdays."),
-            ("FAQ", "Questions\nYou can pay by card."),
         ]);
         let neutering = "Service: Microchip implant during neutering; Price: £12.00";
         let q = Question::new(
@@ -4994,17 +5030,22 @@ mod tests {
             &store,
         );
         assert!(
-            q.rare.iter().any(|(_, w)| w == "chinchilla"),
+            q.rare.iter().any(|(_, w, _)| w == "chinchilla"),
             "{:?}",
             q.rare
         );
         let why = q.misses_in(neutering, Some("PRICES")).unwrap();
         assert!(why.contains("`chinchilla`, which few lines state"), "{why}");
+        // A line of the source that states it elsewhere is not refused for it.
+        let birds = "We see birds on Fridays.";
+        assert!(q
+            .misses_in(birds, Some("EXOTIC"))
+            .is_none_or(|why| !why.contains("chinchilla")));
         // `dog` is an everyday word: said in other words as often as in this one.
         let q = Question::new("How much does it cost to get a dog neutered?", &store);
-        assert!(q.rare.iter().all(|(_, w)| w != "dog"), "{:?}", q.rare);
+        assert!(q.rare.iter().all(|(_, w, _)| w != "dog"), "{:?}", q.rare);
         assert!(q
-            .misses(neutering)
+            .misses_in(neutering, Some("PRICES"))
             .is_none_or(|why| !why.contains("few lines")));
         let q = Question::new("How long does a plan last before I need to renew?", &store);
         assert!(q.rare.is_empty(), "{:?}", q.rare);
