@@ -3102,6 +3102,12 @@ impl Question {
                 f.0 += 3;
             }
         }
+        // A record's span says whose it is: it opens with the record's first field (see
+        // below). A clause of one of its values (`Sat 09:00–12:00` of `hours: Mon–Fri …,
+        // Sat …`) is never offered, so it does not put out the fields that are.
+        if let Some(first) = record.as_ref().map(|f| f[0]) {
+            found.retain(|f| f.2.starts_with(first));
+        }
         // An answer states one value of what is asked: a span stating two amounts (or two
         // times) gives way to one that states fewer and answers as much of the question
         // ("e-books 14 days" over "e-books 14 days, and audiobooks 21 days").
@@ -3203,8 +3209,7 @@ impl Question {
         // amount, a time or a name, the model is offered only the fields that answer best
         // (a run of fields states the neighbours' values, which a small model copies);
         // a run only when no field alone answers.
-        if let Some(first) = record.as_ref().map(|f| f[0]) {
-            found.retain(|f| f.2.starts_with(first));
+        if record.is_some() {
             if let Some(top) = found.iter().filter(|f| !run(&f.2)).map(|f| f.0).max() {
                 if short {
                     found.retain(|f| !run(&f.2) && f.0 == top);

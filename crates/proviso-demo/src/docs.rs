@@ -533,6 +533,15 @@ fn jsonl_units(text: &str) -> Vec<String> {
 /// A first field that is only a code (`id: FH-03`) names the record for a machine; the
 /// short field after it (`name: Fernwick Kettlemoor`) names it for a reader, so both lead.
 fn record_units(fields: Vec<String>) -> Vec<String> {
+    // `; ` parts fields, so a value that writes one (`parking: none on site; Quarry St car
+    // park`) writes `, ` instead: a line a reader cites splits back into the same fields.
+    let fields: Vec<String> = fields
+        .into_iter()
+        .map(|f| match f.split_once(": ") {
+            Some((k, v)) if v.contains("; ") => format!("{k}: {}", v.replace("; ", ", ")),
+            _ => f,
+        })
+        .collect();
     let whole = fields.join("; ");
     if whole.is_empty() {
         return Vec::new();
@@ -939,6 +948,11 @@ mod tests {
         assert_eq!(
             jsonl_units("{\"code\": \"E04\", \"meaning\": \"Low flow\", \"level\": 2}\n\n"),
             ["code: E04; meaning: Low flow; level: 2"]
+        );
+        // A value that writes `; ` writes `, `: the line splits back into its fields.
+        assert_eq!(
+            jsonl_units("{\"id\": \"N\", \"parking\": \"none on site; car park 150 m\"}"),
+            ["id: N; parking: none on site, car park 150 m"]
         );
         // A record too long to quote whole is cited field by field, each led by its first.
         let long = format!(
