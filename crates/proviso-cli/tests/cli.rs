@@ -606,7 +606,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("software", "all", 40, 27, 1),
         ("council", "all", 40, 22, 2),
         ("vet", "all", 40, 24, 2),
-        ("storage", "all", 40, 23, 3),
+        ("storage", "all", 40, 24, 2),
         ("handbook", "all", 40, 20, 1),
         // Held out until session 33, run whole twice, a development set since.
         ("broadband", "all", 40, 27, 1),
@@ -618,13 +618,13 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // test 9 and 2. Only the dev halves are tuned on; the test halves are measured,
         // never tuned on, and held here so that no later change loses what they answer.
         ("leisure", "dev", 20, 18, 0),
-        ("leisure", "test", 20, 8, 2),
-        ("dental", "dev", 20, 7, 1),
+        ("leisure", "test", 20, 9, 2),
+        ("dental", "dev", 20, 8, 1),
         ("dental", "test", 20, 11, 1),
         // Written fresh in session 36 the same way and split at random (seed 36) before
         // any result was read. First run, harness: water dev 8 right and 1 wrong, test 6
         // and 3; museum dev 4 and 2, test 10 and 1.
-        ("water", "dev", 20, 12, 1),
+        ("water", "dev", 20, 13, 0),
         ("water", "test", 20, 7, 2),
         ("museum", "dev", 20, 7, 2),
         ("museum", "test", 20, 11, 2),
@@ -671,8 +671,10 @@ fn unanswerable_probes_are_held_to_a_ratchet_of_wrong_answers() {
             // Monday`, the probe's forbidden string. 15 since session 35: a word no source
             // states said around the asking part (`We're a snorkel charity. What do we pay
             // to use a meeting room?`) is the asker's own description, no longer a reason
-            // to abstain, and the charity rate is answered.
-            15,
+            // to abstain, and the charity rate is answered. 11 since session 37: a word
+            // rare in English that only a few lines state (`pottery` put in for `period`)
+            // must be stated by the answer or its source.
+            11,
         ),
         ("corpora/probes/bank.json", None, 89, 11),
     ] {
