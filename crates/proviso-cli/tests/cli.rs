@@ -628,6 +628,10 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("water", "test", 20, 7, 2),
         ("museum", "dev", 20, 7, 2),
         ("museum", "test", 20, 11, 2),
+        // Written fresh at the end of session 37 the same way and split at random (seed
+        // 37) before any result was read; its first run is this ratchet.
+        ("housing", "dev", 20, 9, 3),
+        ("housing", "test", 20, 9, 2),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");
