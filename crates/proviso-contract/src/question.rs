@@ -767,7 +767,8 @@ const LONG_SPAN: usize = 240;
 /// At most how many lines state a word, rare in English, that the question asks about, for
 /// a line that does not state it to be about something else (`ferret` in "what does it cost
 /// to get a ferret neutered?" against `Microchip implant during neutering`). Measured on the
-/// development sets: 3 and 6 keep every right answer but one, 12 loses three more.
+/// development sets (before a source could state the word for all its lines): 3 and 6 alike,
+/// 12 cost three right answers more.
 const RARE_LINES: usize = 6;
 
 /// Words that name a superseded version.
@@ -921,7 +922,8 @@ pub struct Question {
     /// in any word of what a `what is the …` question asks for: no line answers it.
     unheard: Vec<String>,
     /// What the question asks in a word only a few lines state: a line that does not state
-    /// it (itself, or through its section, title or the line it refers to) does not answer.
+    /// it (itself, or through its section, title, the line it refers to or its source's other
+    /// lines) does not answer.
     /// Each as it is matched ([`rare_forms`]), as written, and the sources that state it.
     rare: Vec<(String, String, BTreeSet<String>)>,
     /// Qualifiers the question asks about that no source states, of a series they do
@@ -2328,8 +2330,8 @@ impl Question {
                 "the question asks about `{word}`, which no source states"
             ));
         }
-        // A rule settles a yes or no without naming what it rules out (`Lyme Ashby does
-        // not accept deliveries` for the asker's parcels).
+        // A rule settles a yes or no without naming what it rules out (`The depot does not
+        // accept deliveries` for the asker's parcels).
         // Only where the line's source is known: its section, title or other lines may state
         // the word.
         if let Some(source) =
