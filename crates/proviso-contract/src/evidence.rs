@@ -59,7 +59,7 @@ impl SourceDocument {
     /// version that applied then.
     #[must_use]
     /// Without either date, the dates its own opening lines state (`Effective from
-    /// 2024-01-01 until 2025-12-31.`, [`stated_validity`]): a folder without a manifest, or
+    /// 2024-01-01 until 2025-12-31.`): a folder without a manifest, or
     /// a manifest without dates, still dates a policy that says when it applied.
     pub fn applied(mut self, effective: Option<&str>, until: Option<&str>) -> Self {
         let year = |date: Option<&str>| {
