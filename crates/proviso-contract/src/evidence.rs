@@ -57,10 +57,10 @@ impl SourceDocument {
     /// The same document with the dates it applied from and until (ISO dates, `2024-01-08`,
     /// or years), as a manifest gives them: "what did it cost in 2024?" asks about the
     /// version that applied then.
-    #[must_use]
     /// Without either date, the dates its own opening lines state (`Effective from
-    /// 2024-01-01 until 2025-12-31.`): a folder without a manifest, or
-    /// a manifest without dates, still dates a policy that says when it applied.
+    /// 2024-01-01 until 2025-12-31.`): a folder without a manifest, or a manifest without
+    /// dates, still dates a policy that says when it applied.
+    #[must_use]
     pub fn applied(mut self, effective: Option<&str>, until: Option<&str>) -> Self {
         let year = |date: Option<&str>| {
             date.and_then(|d| d.get(..4))
