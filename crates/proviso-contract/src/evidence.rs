@@ -239,7 +239,7 @@ const HEAD_LINES: usize = 6;
 /// `Valid until 2025`), read as (first year, last year); `(None, None)` when none does.
 fn stated_validity(lines: &[String]) -> (Option<u32>, Option<u32>) {
     const MARKS: [&str; 5] = ["effective", "in force", "valid ", "valid:", "applies from"];
-    const ENDS: [&str; 4] = [" until ", " till ", " to ", " through "];
+    const ENDS: [&str; 6] = [" until ", " till ", " to ", " through ", "–", " - "];
     for line in lines
         .iter()
         .filter(|l| !l.trim().is_empty())
@@ -254,12 +254,7 @@ fn stated_validity(lines: &[String]) -> (Option<u32>, Option<u32>) {
         let Some(&first) = years.first() else {
             continue;
         };
-        let end = ENDS
-            .iter()
-            .chain(["–", " - "].iter())
-            .filter_map(|e| rest.find(e))
-            .min();
-        let Some(end) = end else {
+        let Some(end) = ENDS.iter().filter_map(|e| rest.find(e)).min() else {
             return (Some(first), None);
         };
         let before = crate::lexicon::stated_years(&rest[..end]);

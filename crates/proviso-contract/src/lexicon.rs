@@ -497,13 +497,10 @@ pub(crate) fn base_form(word: &str) -> String {
 
 /// Irregular forms of common verbs and their base forms.
 const IRREGULAR: &[(&str, &str)] = &[
-    // A rate per unit of time is that unit's (`hourly rate` meets `per hour`).
+    // A rate per hour or night is that unit's (`hourly rate` meets `per hour`); `daily`,
+    // `weekly`, `monthly` and `yearly` meet theirs in [`RELATED`].
     ("hourly", "hour"),
     ("nightly", "night"),
-    ("daily", "day"),
-    ("weekly", "week"),
-    ("monthly", "month"),
-    ("yearly annually", "year"),
     ("ran", "run"),
     ("began begun", "begin"),
     ("met", "meet"),

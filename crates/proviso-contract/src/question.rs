@@ -1653,7 +1653,9 @@ impl Question {
                 .map(|w| stem(w))
                 .collect()
         };
-        let candidates: Vec<&String> = beyond
+        // Each candidate with the word it is written as.
+        let asked_words = content_words(&redone);
+        let candidates: Vec<(&String, String)> = beyond
             .iter()
             .filter(|t| {
                 asking.contains(*t)
@@ -1664,9 +1666,13 @@ impl Question {
                     && !t.chars().any(|c| c.is_ascii_digit())
                     // Only a word rare in English too: an everyday word (`app`, `wait`) is
                     // said in other words as often as in this one.
-                    && !content_words(&redone)
-                        .into_iter()
+                    && !asked_words
+                        .iter()
                         .any(|w| stem(w) == **t && is_common_word(w))
+            })
+            .filter_map(|t| {
+                let written = asked_words.iter().find(|w| stem(w) == *t)?;
+                Some((t, written.to_lowercase()))
             })
             .collect();
         // Counted by the word's stem (`curated` meets `curator`), or, where the stem's
@@ -1687,11 +1693,7 @@ impl Question {
             };
             candidates
                 .into_iter()
-                .filter_map(|t| {
-                    let written = content_words(&redone)
-                        .into_iter()
-                        .find(|w| stem(w) == *t)?
-                        .to_lowercase();
+                .filter_map(|(t, written)| {
                     let key = [t.clone(), rare_form(&written)].into_iter().find(few)?;
                     let stating = line_words
                         .iter()
@@ -3316,9 +3318,13 @@ impl Question {
 /// A word's whole base form (`discoloured` is `discolour`), or its stem when that names a
 /// group of related words (`laptop` meets `computer`).
 fn rare_form(word: &str) -> String {
-    let s = stem(word);
-    if s.ends_with('+') {
-        s
+    rare_form_of(word, stem(word))
+}
+
+/// [`rare_form`] of `word`, whose stem is `stem`.
+fn rare_form_of(word: &str, stem: String) -> String {
+    if stem.ends_with('+') {
+        stem
     } else {
         base_form(word)
     }
@@ -3329,7 +3335,10 @@ fn rare_form(word: &str) -> String {
 fn rare_forms(text: &str) -> BTreeSet<String> {
     words(text)
         .into_iter()
-        .flat_map(|w| [stem(w), rare_form(w)])
+        .flat_map(|w| {
+            let s = stem(w);
+            [s.clone(), rare_form_of(w, s)]
+        })
         .collect()
 }
 
