@@ -629,9 +629,10 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("museum", "dev", 20, 7, 2),
         ("museum", "test", 20, 11, 2),
         // Written fresh at the end of session 37 the same way and split at random (seed
-        // 37) before any result was read; its first run is this ratchet.
-        ("housing", "dev", 20, 9, 3),
-        ("housing", "test", 20, 9, 2),
+        // 37) before any result was read. First run, harness: dev 9 right and 3 wrong,
+        // test 9 and 2; tuned on its dev half from session 38.
+        ("housing", "dev", 20, 15, 0),
+        ("housing", "test", 20, 11, 1),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

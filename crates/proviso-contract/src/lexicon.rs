@@ -966,9 +966,17 @@ pub(crate) const NUMBER_WORDS: &[&str] = &[
 
 /// A text's tokens: runs between spaces, with the punctuation around them taken off.
 fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    // Closing marks in any order (`300mm).`, `(£25.00.)`).
     text.split_whitespace().map(|t| {
-        t.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')' | '[' | ']' | '"' | '\''))
-            .trim_end_matches(['.', '?', '!'])
+        t.trim_start_matches(|c: char| {
+            matches!(c, ',' | ';' | ':' | '(' | ')' | '[' | ']' | '"' | '\'')
+        })
+        .trim_end_matches(|c: char| {
+            matches!(
+                c,
+                ',' | ';' | ':' | '(' | ')' | '[' | ']' | '"' | '\'' | '.' | '?' | '!'
+            )
+        })
     })
 }
 

@@ -195,9 +195,20 @@ impl AnswerKind {
                 ["do", "does", "did", "will", "would", "should", "must"].contains(a)
             })
             && w.get(3).is_some_and(|v| ["pay", "owe"].contains(v));
+        // "What's the most I can get?", "the least we'd pay": the most of what the asker
+        // does is an amount, whatever the verb.
+        let utmost = w.windows(3).any(|p| {
+            p[0] == "the"
+                && ["most", "least"].contains(&p[1])
+                && [
+                    "i", "we", "you", "they", "he", "she", "someone", "anyone", "one",
+                ]
+                .contains(&p[2])
+        });
         if first == "when" || time.iter().any(|k| has(k)) {
             Self::Time
         } else if pays
+            || utmost
             || quantity.iter().any(|k| has(k))
             || (asks_what && w.iter().any(|t| measure.contains(&t.trim_end_matches('s'))))
         {
@@ -1188,6 +1199,9 @@ impl Question {
                     Qualifier::Amount { .. } => None,
                 })
                 .collect();
+            // A unit the sources glue to its number before a noun (`4-bed house`, `12-month
+            // contract`) names kinds of the thing: the asker's `5 bed house` is one of them.
+            let kinds = compound_units(&all_lines);
             let amount_member = |value: &str, unit: &str| {
                 amount_followers(question, value, unit)
                     .iter()
@@ -1215,10 +1229,11 @@ impl Question {
                 // The asker's own measure (`a unit of about 40 sq ft`) is held against
                 // the ranges stated ([`Question::measure_fits`]), not looked for as a member.
                 Qualifier::Amount { value, unit } => {
-                    amount_member(value, unit)
-                        && !stated_measures(&format!("{value} {unit}"))
-                            .first()
-                            .is_some_and(|m| measures.contains(m))
+                    kinds.contains(unit)
+                        || amount_member(value, unit)
+                            && !stated_measures(&format!("{value} {unit}"))
+                                .first()
+                                .is_some_and(|m| measures.contains(m))
                 }
             };
             for q in asked.iter().cloned() {
@@ -1772,6 +1787,24 @@ impl Question {
                 && !light.contains(&t)
                 && !version_words.contains(&t)
                 && !sources.values().any(|s| s.0.contains(&t))
+                && !unheard.iter().any(|u| u == w)
+            {
+                unheard.push(w.to_owned());
+            }
+        }
+        // What a permission is asked for (`chickens` in "can I keep a few chickens in my
+        // garden?"), in a word no line of any source states, even a common one: a rule
+        // about something else (`dishes`) does not say whether one may. (`permitted_object`
+        // is `None` unless the question asks a permission.)
+        if let Some(w) = permitted_object(&read) {
+            // A misspelling of the sources' word is theirs; one edit from a common word
+            // is not (`chickens` of `chicken`).
+            let theirs = w.chars().count() >= 5
+                && known
+                    .iter()
+                    .any(|k| k.len().abs_diff(w.len()) <= 1 && strsim::osa_distance(k, w) == 1);
+            if !sources.values().any(|s| s.0.contains(&stem(w)))
+                && !theirs
                 && !unheard.iter().any(|u| u == w)
             {
                 unheard.push(w.to_owned());
@@ -2884,6 +2917,14 @@ impl Question {
         // `between Castle Hill and Millbrook Park`) is where, not who.
         const PLACED: [&str; 7] = ["at", "in", "between", "near", "via", "outside", "inside"];
         let all = words(text);
+        // A name the question writes by its abbreviation (`WFC`) is its subject, not who
+        // is asked for, written out too (`Wrenfold Court`).
+        let subject: BTreeSet<String> = self
+            .proper
+            .iter()
+            .filter_map(|p| self.abbreviations.get(&p.to_uppercase()))
+            .flat_map(|n| words(n).into_iter().map(stem).collect::<Vec<_>>())
+            .collect();
         let name = |w: &str| {
             w.chars().count() >= 2
                 && w.chars().next().is_some_and(char::is_uppercase)
@@ -2891,6 +2932,7 @@ impl Question {
                 && !is_function_word(w)
                 && !is_calendar_word(w)
                 && !self.terms.contains(&stem(w))
+                && !subject.contains(&stem(w))
         };
         let mut placed = false;
         let mut count = 0;
@@ -3347,6 +3389,36 @@ fn is_misspelling(word: &str, known: &BTreeSet<String>) -> bool {
     word.chars().count() >= 5 && (known.iter().any(|w| near(w)) || common_words().any(near))
 }
 
+/// The units `lines` glue to a number before a noun (`4-bed house`, `40-week study`), as
+/// stems: the number with its unit names a kind of the noun.
+fn compound_units(lines: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in lines {
+        let tokens: Vec<&str> = line
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '-'))
+            .collect();
+        for pair in tokens.windows(2) {
+            let Some((n, u)) = pair[0].split_once('-') else {
+                continue;
+            };
+            let noun = pair[1].chars().count() >= 2
+                && pair[1].chars().all(char::is_alphabetic)
+                && !is_function_word(pair[1]);
+            if !n.is_empty()
+                && n.len() <= 3
+                && n.chars().all(|c| c.is_ascii_digit())
+                && u.chars().count() >= 2
+                && u.chars().all(char::is_alphabetic)
+                && noun
+            {
+                out.insert(stem(u));
+            }
+        }
+    }
+    out
+}
+
 /// The words right after each place `text` states the amount `value` `unit` (`arm` after
 /// `30 mg arm`, `extension` after `40-week extension`).
 fn amount_followers<'a>(text: &'a str, value: &str, unit: &str) -> Vec<&'a str> {
@@ -3457,7 +3529,10 @@ fn names_written_only_capitalised(store: &SourceStore) -> BTreeSet<String> {
 /// Whether a record's key names an opaque id (`id`, `code`, `ref`), by which other records
 /// refer to it and which says nothing of whose the record is.
 fn is_id_key(key: &str) -> bool {
-    matches!(key.trim().to_lowercase().as_str(), "id" | "code" | "ref")
+    // Also a qualified one (`staff_id`, `estate code`, `Booking-Ref`): its last word.
+    let key = key.trim().to_lowercase();
+    let last = key.rsplit(['_', '-', ' ']).next().unwrap_or_default();
+    matches!(last, "id" | "code" | "ref")
 }
 
 /// The records of `store`'s records files (JSON Lines) keyed by an id (`id: pl; name:
@@ -4289,6 +4364,41 @@ fn asks_permission(question: &str) -> bool {
     w.len() >= 3 && ["can", "could", "may", "might"].contains(&w[0])
 }
 
+/// What a permission question asks one may do a thing with: the last content word after
+/// its subject and verb, before the first preposition (`chickens` in "can I keep a few
+/// chickens in my back garden?", `van` in "may we park a van at the depot?"). `None` when
+/// the verb is a general one (`have`, `get`), which says nothing of its own.
+fn permitted_object(question: &str) -> Option<&str> {
+    const PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
+    const GENERAL: [&str; 14] = [
+        "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find",
+        "come", "still",
+    ];
+    const ENDS: [&str; 22] = [
+        "in", "at", "on", "to", "for", "with", "into", "from", "during", "while", "if", "when",
+        "without", "inside", "outside", "near", "by", "after", "before", "and", "or", "onto",
+    ];
+    let part = asking_part(question);
+    let w = words(part);
+    if w.len() < 4
+        || !asks_permission(question)
+        || !PRONOUNS.contains(&w[1].to_lowercase().as_str())
+        || GENERAL.contains(&w[2].to_lowercase().as_str())
+    {
+        return None;
+    }
+    // The phrase's head, its last word: `my regular bike` is about bikes, which a rule
+    // may state without the asker's `regular`.
+    w[3..]
+        .iter()
+        .take_while(|x| !ENDS.contains(&x.to_lowercase().as_str()))
+        .last()
+        .filter(|x| {
+            !is_function_word(x) && x.chars().count() >= 3 && x.chars().all(char::is_alphabetic)
+        })
+        .copied()
+}
+
 /// Whether a line, as its stems, states a permission or a prohibition: it allows,
 /// permits, forbids or bans (the related words [`stem`] reads as one).
 fn states_permission(stems: &[String]) -> bool {
@@ -4432,6 +4542,17 @@ fn letters_of(id: &str) -> String {
 
 /// The clauses of a line, as byte ranges: cut at `; `, `, ` and a full stop followed by a
 /// space.
+/// Words that open a bracket giving what a value was before (`(previously 28 days)`,
+/// `(was £4.50)`).
+const FORMER_MARKS: [&str; 6] = [
+    "previously",
+    "formerly",
+    "was",
+    "were",
+    "originally",
+    "before",
+];
+
 fn clauses(line: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -4466,6 +4587,21 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
             start = i + 5;
             i += 5;
             continue;
+        }
+        // `within 14 days (previously 28 days)`: a bracket giving what a value was is a
+        // clause of its own, so the value now may be said without it.
+        if bytes[i..].starts_with(b" (") {
+            let opening = line[i + 2..]
+                .split(|c: char| !c.is_alphabetic())
+                .next()
+                .unwrap_or_default()
+                .to_lowercase();
+            if FORMER_MARKS.contains(&opening.as_str()) {
+                out.push((start, i));
+                start = i + 1;
+                i += 2;
+                continue;
+            }
         }
         i += 1;
     }
@@ -5032,6 +5168,51 @@ mod tests {
     /// clause asks about must be stated by the answer: the sources speak of it elsewhere,
     /// so a line about neutering in general is about something else. Not an everyday word,
     /// not one in a clause that says when (`before I need to renew`), not for a yes or no.
+    #[test]
+    fn whose_name_which_kind_and_what_a_value_was() {
+        let store = store_of(&[
+            ("SITES", "Sites\nBrackley Mill (BKM) is our riverside site.\nWe are rebuilding the footbridge at Brackley Mill.\nstaff_ref: K2; name: Odile Farrant; role: Footbridge works officer (Brackley Mill); phone: 0100 555"),
+            ("FEES", "Fees\nHire type: 2-seat canoe; Daily: £40\nHire type: 3-seat canoe; Daily: £52\nBookings must be cancelled within 7 days (previously 14 days).\nThe hardship fund gives grants of up to £200.\nI have lost my card.\nDogs are allowed on the towpath."),
+        ]);
+        // The question's own place, written out (`Brackley Mill` for `BKM`), is no name of
+        // who is asked for.
+        let q = Question::new("Who do I talk to about the footbridge at BKM?", &store);
+        assert!(q
+            .misses("We are rebuilding the footbridge at Brackley Mill.")
+            .is_some_and(|m| m.contains("asks for a name")));
+        // A record keyed by a qualified id (`staff_ref`) is cited with its name.
+        let staff = "staff_ref: K2; name: Odile Farrant; role: Footbridge works officer (Brackley Mill); phone: 0100 555";
+        assert!(
+            q.spans(staff)[0].contains("Odile Farrant"),
+            "{:?}",
+            q.spans(staff)
+        );
+        // "The most I can get" asks an amount.
+        let q = Question::new("What's the most I can get from the hardship fund?", &store);
+        assert_eq!(q.kind(), AnswerKind::Quantity);
+        assert!(q.misses("I have lost my card.").is_some());
+        // A kind written with its number glued on (`3-seat canoe`): another number names
+        // a kind no source has.
+        let q = Question::new("How much is a 4 seat canoe for a day?", &store);
+        assert!(q
+            .misses("Hire type: 3-seat canoe; Daily: £52")
+            .is_some_and(|m| m.contains("no source states")));
+        let q = Question::new("How much is a 3 seat canoe for a day?", &store);
+        assert!(q.misses("Hire type: 3-seat canoe; Daily: £52").is_none());
+        // What a value was before is said apart from it.
+        let q = Question::new("How long do I have to cancel a booking?", &store);
+        let cancel = "Bookings must be cancelled within 7 days (previously 14 days).";
+        assert_eq!(
+            q.spans(cancel)[0],
+            "Bookings must be cancelled within 7 days"
+        );
+        // A permission for a thing no source names is not settled by a rule about another.
+        let q = Question::new("Can I bring a few goats on the towpath?", &store);
+        assert!(q.misses("Dogs are allowed on the towpath.").is_some());
+        let q = Question::new("Can I bring my old dog on the towpath?", &store);
+        assert!(q.misses("Dogs are allowed on the towpath.").is_none());
+    }
+
     #[test]
     fn a_rare_word_the_sources_state_elsewhere_must_be_stated() {
         let store = store_of(&[

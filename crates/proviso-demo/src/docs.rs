@@ -659,13 +659,36 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
         } else {
             line
         };
-        for sentence in sentences(&line) {
+        // A footnote (`¹ SMG is a sheltered scheme. … Tenants who receive … pay £2.10 a
+        // week.`) is about what its first sentence names, and about the cells that carry
+        // its mark: a short one is one line, so each of its sentences is read with it.
+        let parts = sentences(&line);
+        if is_footnote(&line) && parts.len() <= FOOTNOTE_SENTENCES {
+            units.push(parts.join(" "));
+            continue;
+        }
+        for sentence in parts {
             if !sentence.is_empty() {
                 units.push(sentence);
             }
         }
     }
     units
+}
+
+/// How many sentences a footnote kept as one line may have: a longer note is a paragraph
+/// of its own, read sentence by sentence.
+const FOOTNOTE_SENTENCES: usize = 4;
+
+/// Whether `line` is a footnote: it opens with a superscript number and a space.
+fn is_footnote(line: &str) -> bool {
+    let mut chars = line.chars();
+    chars
+        .next()
+        .is_some_and(|c| matches!(c, '¹' | '²' | '³' | '⁴' | '⁵' | '⁶' | '⁷' | '⁸' | '⁹'))
+        && line
+            .trim_start_matches(['¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹', '⁰'])
+            .starts_with(' ')
 }
 
 /// A text's lines with every hard-wrapped sentence made whole again: a line goes on on the
@@ -914,6 +937,21 @@ mod tests {
                 "Use a 16 A breaker.",
                 "Pipes: 22 mm, e.g. copper."
             ]
+        );
+        // A short footnote is one line, so each sentence is read with the first, which
+        // names what it is about; a long one is read sentence by sentence.
+        assert_eq!(
+            text_units("² Hill Farm is seasonal. Members pay £2 a day.\n", true),
+            ["² Hill Farm is seasonal. Members pay £2 a day."]
+        );
+        assert_eq!(
+            text_units(
+                "³ It rains. We shut. Bring a coat. Call us. Thanks for coming.\n",
+                false
+            )
+            .len(),
+            5,
+            "a footnote of more than {FOOTNOTE_SENTENCES} sentences"
         );
         // A list item under a numbered heading is keyed by it; prose and items under a
         // heading without a number are not.
