@@ -1516,8 +1516,23 @@ pub fn states_location(text: &str) -> bool {
         MONTHS.contains(&t.as_str()) || TIME_UNITS.contains(&t.as_str()) || is_calendar_word(&t)
     };
     let name = |t: &str| t.chars().next().is_some_and(char::is_uppercase);
+    // `Phone: 01632 960 430` is a number to call, not `room 2.04`.
+    let dialled = |t: &str| {
+        matches!(
+            t.to_lowercase().as_str(),
+            "phone"
+                | "tel"
+                | "telephone"
+                | "mobile"
+                | "fax"
+                | "ext"
+                | "extension"
+                | "call"
+                | "text"
+        )
+    };
     tokens.windows(2).any(|w| {
-        (word(w[0]) && number(w[1]) && !timed(w[0]))
+        (word(w[0]) && number(w[1]) && !timed(w[0]) && !dialled(w[0]))
             || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
             || (ORDINALS.contains(&w[0].to_lowercase().as_str())
                 && STOREYS.contains(&w[1].to_lowercase().as_str()))

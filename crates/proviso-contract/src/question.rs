@@ -1089,6 +1089,7 @@ impl Question {
                 .title()
                 .is_none()
                 .then(|| d.source_id().replace(['-', '_', '.'], " "));
+            let about = d.about();
             for ((line, section), (_, before)) in d.sections().zip(d.antecedents()) {
                 if let Some(before) = before {
                     antecedents
@@ -1099,12 +1100,19 @@ impl Question {
                     (Some(s), Some(b)) => format!("{s} {b}"),
                     (Some(s), None) => s.to_owned(),
                     (None, Some(b)) => b.to_owned(),
+                    (None, None) if is_signature(line) => String::new(),
                     (None, None) => continue,
                 };
                 // A record that refers to another by its id (`clinic: pl`) is about what
                 // that one names (`Pellinghurst Surgery`).
                 let context = match refers_to(line, &referred) {
                     Some(names) => format!("{context} {names}"),
+                    None => context,
+                };
+                // Who signs a notice (`Rhiannon Vesey, Project Liaison Officer`) is who to
+                // ask about all of it: what it is about is the signature's context too.
+                let context = match about.as_deref().filter(|_| is_signature(line)) {
+                    Some(about) => format!("{context} {about}"),
                     None => context,
                 };
                 sections
@@ -2148,7 +2156,11 @@ impl Question {
         if line.ends_with('?') || line.ends_with(':') {
             return false;
         }
-        self.asks_title || !is_heading(line)
+        // A signature (`Rhiannon Vesey, Project Liaison Officer`) says who, as a line with
+        // no stop: the answer to who to contact.
+        self.asks_title
+            || (self.kind == AnswerKind::Person && is_signature(line))
+            || !is_heading(line)
     }
 
     /// Whether a line of `source` may answer for the names the question writes: the
@@ -2558,6 +2570,13 @@ impl Question {
                 // "where are the ticket machines", but not `office` for "where is the office").
                 // And a path or an address on the web (`/var/log/app.log`): where a
                 // program keeps a thing.
+                // Of a record's span, where is said by its last field: the fields that lead
+                // it say whose record it is (`name: Kwame Ditchfield; office: Tessingham
+                // hub` names no place but the one asked about).
+                let text = match (self.kind, record_fields(text)) {
+                    (AnswerKind::Place, Some(fields)) => fields.last().copied().unwrap_or(text),
+                    _ => text,
+                };
                 let located = self.kind == AnswerKind::Place
                     && (states_location(text)
                         || locators(text).iter().any(|l| l.contains('/'))
@@ -3038,6 +3057,10 @@ impl Question {
             let lower = span.to_lowercase();
             let marked = |marks: &[&str]| words(&lower).iter().any(|w| marks.contains(w));
             if self.kind == AnswerKind::Reason && marked(REASON_MARKS) {
+                covered += 3;
+            }
+            // "Where": an address (`3 Lantern Yard`) says it, over a field naming the place.
+            if self.kind == AnswerKind::Place && states_location(span) {
                 covered += 3;
             }
             // "What is the most…": a span that states a limit.
@@ -4364,6 +4387,24 @@ fn asks_permission(question: &str) -> bool {
     w.len() >= 3 && ["can", "could", "may", "might"].contains(&w[0])
 }
 
+/// Whether `line` is a person's name and role, as a letter or a notice is signed
+/// (`Rhiannon Vesey, Project Liaison Officer`): two or three capitalised words, the first no
+/// common English word (so not a heading's `Lift Replacement, Phase Two`), a comma, and a
+/// capitalised role.
+fn is_signature(line: &str) -> bool {
+    let Some((name, role)) = line.split_once(", ") else {
+        return false;
+    };
+    let names = words(name);
+    let capital = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+    (2..=3).contains(&names.len())
+        && names
+            .iter()
+            .all(|w| capital(w) && w.chars().skip(1).all(char::is_lowercase))
+        && !is_common_word(&names[0].to_lowercase())
+        && capital(role.trim())
+}
+
 /// What a permission question asks one may do a thing with: the last content word after
 /// its subject and verb, before the first preposition (`chickens` in "can I keep a few
 /// chickens in my back garden?", `van` in "may we park a van at the depot?"). `None` when
@@ -5211,6 +5252,38 @@ mod tests {
         assert!(q.misses("Dogs are allowed on the towpath.").is_some());
         let q = Question::new("Can I bring my old dog on the towpath?", &store);
         assert!(q.misses("Dogs are allowed on the towpath.").is_none());
+    }
+
+    #[test]
+    fn where_is_an_address_and_who_signs_is_who_to_ask() {
+        let store = store_of(&[
+            ("STAFF", "staff_ref: K3; name: Ada Pellow; office: Riverside hub\nstaff_ref: K4; name: Tom Acre; office: Hill hub"),
+            ("OFFICES", "Our offices\nOffice: Riverside hub; Address: 4 Quay Walk, Brackley; Phone: 0100 777 123"),
+            ("NOTICE", "NOTICE TO RESIDENTS\nSubject: Closure of the east footbridge\nWe are closing the east footbridge for repairs.\nCONTACT\nOdile Farrant, Bridge Works Officer"),
+        ]);
+        // A record's fields before the last say whose it is: a name there is no place.
+        let q = Question::new("Where is your office in Riverside?", &store);
+        assert!(q
+            .misses_in(
+                "staff_ref: K3; name: Ada Pellow; office: Riverside hub",
+                Some("STAFF")
+            )
+            .is_some());
+        let office = "Office: Riverside hub; Address: 4 Quay Walk, Brackley; Phone: 0100 777 123";
+        let spans = q.spans_in(office, Some("OFFICES"));
+        assert!(spans[0].contains("4 Quay Walk"), "{spans:?}");
+        // A phone number is not a numbered place.
+        assert!(!states_location("Phone: 0100 777 123"));
+        // A signature is citable for who to ask, and is about what the notice is about.
+        let q = Question::new("Who do I ask about the footbridge closure?", &store);
+        let signature = "Odile Farrant, Bridge Works Officer";
+        assert!(q.citable(signature));
+        assert!(q
+            .section("NOTICE", signature)
+            .is_some_and(|s| s.contains("footbridge")));
+        assert!(q.misses_in(signature, Some("NOTICE")).is_none());
+        // A heading is not a signature.
+        assert!(!is_signature("Lift Works, Phase Two"));
     }
 
     #[test]

@@ -44,14 +44,15 @@ fn main() {
     for hit in hits["results"].as_array().into_iter().flatten() {
         let text = hit["text"].as_str().unwrap_or_default();
         let source = hit["source_id"].as_str().unwrap_or_default();
-        let spans: Vec<String> = q.spans(text).into_iter().take(2).collect();
+        // Read as the harness reads a result: with its source (section, title, antecedent).
+        let spans: Vec<String> = q.spans_in(text, Some(source)).into_iter().take(2).collect();
         println!(
             "- {source}:{} {text}\n    citable {} names {} on subject {} misses {:?}\n    spans {spans:?}",
             hit["line"],
             q.citable(text),
             q.names_stated(text, source),
             q.on_subject(source),
-            q.misses(text),
+            q.misses_in(text, Some(source)),
         );
     }
 }
