@@ -959,6 +959,9 @@ pub struct Question {
     /// Each source's title (its first line), lower case.
     #[serde(skip)]
     titles: BTreeMap<String, String>,
+    /// Each source's text, lower case, when the question names a day or a month.
+    #[serde(skip)]
+    dated: BTreeMap<String, String>,
     /// What the sources abbreviate, by abbreviation: `WET` for `Wetherstow` where a page
     /// writes `Wetherstow (WET)` or a record `id: WET; name: … Wetherstow`
     /// ([`abbreviations`]).
@@ -1934,6 +1937,16 @@ impl Question {
         if part.iter().any(|t| own_keys.contains(t)) {
             unheard.retain(|w| part.contains(&stem(w)));
         }
+        // The text of each source, when the question names a day or a month: a line
+        // that states no day or month is read as its source's (see `names_stated`).
+        let dated: BTreeMap<String, String> = if proper.iter().any(|n| is_calendar_word(n)) {
+            sources
+                .iter()
+                .map(|(id, (_, _, text))| ((*id).to_owned(), text.clone()))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let sources = if ids.is_empty() && names.is_empty() {
             BTreeMap::new()
         } else {
@@ -1984,6 +1997,7 @@ impl Question {
             dates: stated_dates(question),
             contact: Contact::asked(&lower, kind),
             titles,
+            dated,
             abbreviations,
             antecedents,
             sections,
@@ -2212,9 +2226,23 @@ impl Question {
         .iter()
         .any(|u| lower.contains(u))
             && self.names_in(line) == 0;
+        // A day or a month the question names (`the closure in October`) is stated by a
+        // line that states none (`Contact: …`, `Customers … receive a credit`) when its
+        // source states it: the notice is about October. A line that states another day
+        // or month is held to it, and so is a record (`route: Bus 17; first_last: …`),
+        // which is about its own row, whatever the others say.
+        // Not for an amount or a time, which the day or the month may change (a fare on a
+        // Saturday, a charge from April).
+        let undated = !matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time)
+            && !words(line).iter().any(|w| is_calendar_word(w))
+            && days_stated(line).is_none()
+            && record_fields(line).is_none();
         let proper = self.proper.iter().all(|n| {
             universal
                 || (member(n) && general)
+                || (undated
+                    && is_calendar_word(n)
+                    && self.dated.get(source).is_some_and(|t| states_name(t, n)))
                 || [line, title, section_text, before]
                     .iter()
                     .any(|text| states_name(text, n))
@@ -2953,6 +2981,14 @@ impl Question {
                 && !self.terms.contains(&stem(w))
                 && !subject.contains(&stem(w))
         };
+        // A common word capitalised because it opens a sentence or a value (`Subject:
+        // Temporary closure …`) is no name.
+        let opens = |w: &str| {
+            let at = (w.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+            text.get(..at)
+                .is_some_and(|before| before.trim_end().ends_with([':', '.', '!', '?']))
+                && is_common_word(&w.to_lowercase())
+        };
         let mut placed = false;
         let mut count = 0;
         for (i, w) in all.iter().enumerate() {
@@ -2965,7 +3001,7 @@ impl Question {
             if !(capital || (*w == "and" && placed)) {
                 placed = false;
             }
-            if i > 0 && name(w) && !(self.kind == AnswerKind::Person && placed) {
+            if i > 0 && name(w) && !opens(w) && !(self.kind == AnswerKind::Person && placed) {
                 count += 1;
             }
         }
@@ -4392,6 +4428,20 @@ fn asks_permission(question: &str) -> bool {
 /// common English word (so not a heading's `Lift Replacement, Phase Two`), a comma, and a
 /// capitalised role.
 fn is_signature(line: &str) -> bool {
+    // Also a notice's contact line (`Contact: Ffion Adebayo-Marsh, Area Operations
+    // Manager, 01632 960 230`).
+    const KEYS: [&str; 6] = [
+        "contact",
+        "enquiries",
+        "queries",
+        "signed",
+        "issued by",
+        "from",
+    ];
+    let line = match line.split_once(": ") {
+        Some((key, rest)) if KEYS.contains(&key.trim().to_lowercase().as_str()) => rest.trim(),
+        _ => line,
+    };
     let Some((name, role)) = line.split_once(", ") else {
         return false;
     };
@@ -5284,6 +5334,27 @@ mod tests {
         assert!(q.misses_in(signature, Some("NOTICE")).is_none());
         // A heading is not a signature.
         assert!(!is_signature("Lift Works, Phase Two"));
+        // A contact line is one; a month the question names is stated by a line that
+        // states none when its notice does, but not for a time or an amount, and never
+        // by a line that states another month.
+        let store = store_of(&[(
+            "NOTICE",
+            "NOTICE TO RESIDENTS\nSubject: Closure of the east footbridge\nThe footbridge is closed from 6 October to 24 October.\nContact: Odile Farrant, Bridge Works Officer\nIn November we repaint the footbridge rails.\nUse the west footbridge meanwhile.\nThe west footbridge has a ramp.\nCyclists must dismount.\nDogs must be on a lead.\nThe car park stays open.\nBuses still stop at the gate.\nThe cafe stays open.\nThe lift is not affected.\nNoise is kept to a minimum.\nWe are sorry for the disruption.",
+        )]);
+        let contact = "Contact: Odile Farrant, Bridge Works Officer";
+        assert!(is_signature(contact));
+        let q = Question::new(
+            "Who do I ask about the footbridge closure in October?",
+            &store,
+        );
+        assert!(q.names_stated(contact, "NOTICE"));
+        assert!(
+            !q.names_stated("In November we repaint the footbridge rails.", "NOTICE"),
+            "{:?}",
+            q.proper
+        );
+        let q = Question::new("How long is the footbridge shut in October?", &store);
+        assert!(!q.names_stated(contact, "NOTICE"));
     }
 
     #[test]
