@@ -605,8 +605,8 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("hostel", "all", 40, 30, 0),
         ("software", "all", 40, 27, 1),
         ("council", "all", 40, 22, 2),
-        ("vet", "all", 40, 24, 2),
-        ("storage", "all", 40, 24, 2),
+        ("vet", "all", 40, 25, 2),
+        ("storage", "all", 40, 25, 2),
         ("handbook", "all", 40, 20, 1),
         // Held out until session 33, run whole twice, a development set since.
         ("broadband", "all", 40, 27, 1),
@@ -627,12 +627,19 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("water", "dev", 20, 13, 0),
         ("water", "test", 20, 7, 2),
         ("museum", "dev", 20, 7, 2),
-        ("museum", "test", 20, 11, 2),
+        ("museum", "test", 20, 12, 2),
         // Written fresh at the end of session 37 the same way and split at random (seed
         // 37) before any result was read. First run, harness: dev 9 right and 3 wrong,
         // test 9 and 2; tuned on its dev half from session 38.
         ("housing", "dev", 20, 17, 0),
-        ("housing", "test", 20, 11, 1),
+        ("housing", "test", 20, 12, 1),
+        // Written fresh in session 38 the same way and split at random (seeds 38 and 39)
+        // before any result was read. First run, harness: ferry dev 8 right and 0 wrong,
+        // test 9 and 1; college dev 10 and 2, test 8 and 2. Tuned on their dev halves.
+        ("ferry", "dev", 20, 10, 0),
+        ("ferry", "test", 20, 9, 1),
+        ("college", "dev", 20, 12, 1),
+        ("college", "test", 20, 9, 2),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

@@ -227,7 +227,10 @@ const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"]
 
 /// The last word of a header key that says where a notice applies (`Affected area:`,
 /// `Site:`): every sentence under it is about that place.
-const SCOPE_KEYS: [&str; 6] = ["area", "areas", "location", "site", "branch", "region"];
+const SCOPE_KEYS: [&str; 12] = [
+    "area", "areas", "location", "site", "branch", "region", "route", "routes", "estate", "campus",
+    "building", "venue",
+];
 
 /// How many of a document's first lines may state when it applies: its heading, not its
 /// body (`From 1 April 2025 we charge …` in a paragraph dates a change, not the document).

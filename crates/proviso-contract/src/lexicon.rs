@@ -212,6 +212,13 @@ pub fn name_words(text: &str) -> Vec<String> {
 #[must_use]
 pub fn stem(word: &str) -> String {
     if word.chars().any(|c| c.is_ascii_digit()) {
+        // `over 60s` is `Over-60`, `under 5s` `Under 5`: a number's plural is the number.
+        if let Some(n) = word
+            .strip_suffix(['s', 'S'])
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        {
+            return n.to_owned();
+        }
         // `1st` is `first`: a small ordinal meets its word (`our first permit`).
         return ordinal_word(word).map_or_else(|| word.to_lowercase(), stem);
     }
@@ -1085,7 +1092,8 @@ fn amount_of(token: &str) -> Option<String> {
     if !digits.chars().next().is_some_and(|c| c.is_ascii_digit()) {
         return None;
     }
-    let rest = &body[digits.len()..];
+    // A footnote's mark on a cell (`£279¹`) is no part of the amount.
+    let rest = body[digits.len()..].trim_end_matches(is_footnote_mark);
     let unit_ok = rest.is_empty()
         || matches!(rest, "%" | "x" | "×")
         || rest
@@ -1500,10 +1508,19 @@ const PLACE_NOUNS: &[&str] = &[
 /// second floor`). Sums of money, dates and lengths of time are not places.
 #[must_use]
 pub fn states_location(text: &str) -> bool {
-    let tokens: Vec<&str> = text
-        .split_whitespace()
+    let raw: Vec<&str> = text.split_whitespace().collect();
+    let tokens: Vec<&str> = raw
+        .iter()
         .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && !CURRENCY_SIGNS.contains(&c)))
         .collect();
+    // `Blue Badge bays: 3` is a count keyed by its plural, not `room 2.04` (or `Platform:
+    // 3`).
+    let keyed = |i: usize| raw[i].ends_with("s:");
+    // `3 (Blue Badge holders only)`: a number and a name apart are no address.
+    let joined = |i: usize| {
+        raw[i].ends_with(|c: char| c.is_alphanumeric())
+            && raw[i + 1].starts_with(|c: char| c.is_alphanumeric())
+    };
     let word = |t: &str| {
         t.chars().count() >= 2 && t.chars().all(char::is_alphabetic) && !is_function_word(t)
     };
@@ -1531,9 +1548,9 @@ pub fn states_location(text: &str) -> bool {
                 | "text"
         )
     };
-    tokens.windows(2).any(|w| {
-        (word(w[0]) && number(w[1]) && !timed(w[0]) && !dialled(w[0]))
-            || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]))
+    tokens.windows(2).enumerate().any(|(i, w)| {
+        (word(w[0]) && number(w[1]) && !timed(w[0]) && !dialled(w[0]) && !keyed(i))
+            || (number(w[0]) && word(w[1]) && name(w[1]) && !timed(w[1]) && joined(i))
             || (ORDINALS.contains(&w[0].to_lowercase().as_str())
                 && STOREYS.contains(&w[1].to_lowercase().as_str()))
     })
@@ -1724,6 +1741,28 @@ pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
             }
         }
         i += 1;
+    }
+    // A fare or a price for an `Adult` or a `Child` with no ages of its own (`Adult return:
+    // £6.20`, `Child single: £1.85`) is for the ages the words mean: 16 and over, under 16.
+    // Not a count of them (`Adults: 4`, `2 children`).
+    if out.is_empty() {
+        let counted = |j: usize| {
+            [j.checked_sub(1), Some(j + 1)]
+                .into_iter()
+                .flatten()
+                .filter_map(|k| t.get(k))
+                .any(|n| n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty())
+        };
+        for (j, w) in t.iter().enumerate() {
+            if counted(j) {
+                continue;
+            }
+            match w.as_str() {
+                "adult" | "adults" => out.push((16, 120)),
+                "child" | "children" | "kid" | "kids" => out.push((0, 15)),
+                _ => {}
+            }
+        }
     }
     out.dedup();
     out

@@ -186,9 +186,13 @@ impl AnswerKind {
                 }
             }
         }
+        // A question written as a noun phrase ("over 60s price for the spanish class?")
+        // asks for what it names, as "what is the …" would.
+        let phrase = !INTERROGATIVES.contains(&first) && !["why", "how"].contains(&first);
         let asks_what = ["what", "which"].contains(&first)
             || q.starts_with("what's")
-            || w.get(1).is_some_and(|s| ["what", "which"].contains(s));
+            || w.get(1).is_some_and(|s| ["what", "which"].contains(s))
+            || phrase;
         // "What do I pay for the water part?", "what would we owe?": a sum.
         let pays = first == "what"
             && w.get(1).is_some_and(|a| {
@@ -962,6 +966,9 @@ pub struct Question {
     /// Each source's text, lower case, when the question names a day or a month.
     #[serde(skip)]
     dated: BTreeMap<String, String>,
+    /// The footnotes of each line that carries their marks (`£6.80 ¹`), by line.
+    #[serde(skip)]
+    footnoted: BTreeMap<String, String>,
     /// What the sources abbreviate, by abbreviation: `WET` for `Wetherstow` where a page
     /// writes `Wetherstow (WET)` or a record `id: WET; name: … Wetherstow`
     /// ([`abbreviations`]).
@@ -1075,6 +1082,7 @@ impl Question {
         let mut superseded: Vec<&str> = Vec::new();
         // Each source's title (its first line), lower case.
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
+        let mut footnoted: BTreeMap<String, String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
         let mut antecedents: BTreeMap<(String, String), String> = BTreeMap::new();
         // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
@@ -1083,6 +1091,17 @@ impl Question {
         let abbreviations = abbreviations(store, &referred);
         // The measures the question states as a number and a unit, read once.
         let measures = stated_measures(question);
+        // "Who do I contact about …", "who should I speak to": the asker wants whoever the
+        // sources name for it, not someone who does it.
+        let contacting = AnswerKind::of(question) == AnswerKind::Person
+            && words(&asking_part(question).to_lowercase())
+                .iter()
+                .any(|w| {
+                    [
+                        "contact", "ask", "speak", "talk", "ring", "phone", "email", "write",
+                    ]
+                    .contains(w)
+                });
         for d in store.documents() {
             // A line is read with its section's heading, and with the line before it when
             // it refers back to it (`They must sleep in a private room`).
@@ -1093,11 +1112,33 @@ impl Question {
                 .is_none()
                 .then(|| d.source_id().replace(['-', '_', '.'], " "));
             let about = d.about();
+            // The document's footnotes, by their mark: a line that opens with one.
+            let notes: BTreeMap<char, &str> = d
+                .lines()
+                .iter()
+                .filter_map(|l| {
+                    let mark = l.chars().next().filter(|c| is_footnote_mark(*c))?;
+                    Some((mark, l.as_str()))
+                })
+                .collect();
             for ((line, section), (_, before)) in d.sections().zip(d.antecedents()) {
                 if let Some(before) = before {
                     antecedents
                         .entry((d.source_id().to_owned(), line.to_owned()))
                         .or_insert_with(|| before.to_lowercase());
+                }
+                // A cell's footnote mark (`£6.80 ¹`) reads the cell with its footnote (`¹
+                // The Child tier is £6.80 a month only when …`).
+                let noted: Vec<&str> = line
+                    .chars()
+                    .skip(1)
+                    .filter(|c| is_footnote_mark(*c))
+                    .filter_map(|c| notes.get(&c).copied())
+                    .collect();
+                // Only for the conditions it states: its words would make any row of the
+                // table answer for what its footnote is about.
+                if !noted.is_empty() {
+                    footnoted.insert(line.to_owned(), noted.join(" "));
                 }
                 let context = match (section.or(named.as_deref()), before) {
                     (Some(s), Some(b)) => format!("{s} {b}"),
@@ -1113,14 +1154,17 @@ impl Question {
                     None => context,
                 };
                 // Who signs a notice (`Rhiannon Vesey, Project Liaison Officer`) is who to
-                // ask about all of it: what it is about is the signature's context too.
+                // ask about all of it: what it is about is the signature's context too, and
+                // for "who do I contact about …", everything the notice says.
                 let context = match about.as_deref().filter(|_| is_signature(line)) {
+                    Some(_) if contacting => format!("{context} {}", d.lines().join(" ")),
                     Some(about) => format!("{context} {about}"),
                     None => context,
                 };
+                // Read with what its abbreviations stand for (`KIL–PVN` names Portvane).
                 sections
                     .entry((d.source_id().to_owned(), line.to_owned()))
-                    .or_insert_with(|| context.to_lowercase());
+                    .or_insert_with(|| unabbreviate(&context, &abbreviations).to_lowercase());
             }
             let entry = sources.entry(d.source_id()).or_default();
             for line in d.lines() {
@@ -1131,7 +1175,10 @@ impl Question {
             }
             if let Some(title) = d.about() {
                 entry.1.extend(content_stems(&title));
-                titles.insert(d.source_id().to_owned(), title.to_lowercase());
+                titles.insert(
+                    d.source_id().to_owned(),
+                    unabbreviate(&title, &abbreviations).to_lowercase(),
+                );
             }
             if !d.in_force() {
                 superseded.push(d.version());
@@ -1998,6 +2045,7 @@ impl Question {
             contact: Contact::asked(&lower, kind),
             titles,
             dated,
+            footnoted,
             abbreviations,
             antecedents,
             sections,
@@ -2634,6 +2682,26 @@ impl Question {
         }
         // An amount or a time the question asks for, which the checks above found, is
         // new however short it is (`2` in "every tram has 2 wheelchair spaces").
+        // The asker says a condition does not hold ("I'm not on the care plan myself"): a
+        // span that holds only when it does (`£6.80 a month only when a parent is a CCP
+        // member`) is not theirs.
+        // A cell's footnote (`£6.80 ¹`) states its condition.
+        let marked = text.chars().skip(1).any(is_footnote_mark);
+        let conditioned = match self.footnoted.get(text).or_else(|| {
+            // A span of a line (a record's fields, a run of its clauses) is the line's.
+            self.footnoted
+                .iter()
+                .find(|(line, _)| marked && text.split("; ").all(|f| line.contains(f)))
+                .map(|(_, n)| n)
+        }) {
+            Some(note) => format!("{text} {note}"),
+            None => text.to_owned(),
+        };
+        if let Some(condition) = denied_condition(&self.text, &conditioned, &self.abbreviations) {
+            return Some(format!(
+                "it holds {condition}, which the question says does not hold"
+            ));
+        }
         let valued = matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time);
         let new = stems
             .iter()
@@ -2723,6 +2791,19 @@ impl Question {
     /// when the question states no age or the line no range.
     #[must_use]
     pub fn age_fits(&self, line: &str) -> Option<bool> {
+        // The asker's own word for whom (`her adult card`) is the line's too, whatever the
+        // age it means.
+        const WHOM: [&str; 6] = ["adult", "adults", "child", "children", "kid", "kids"];
+        let whom = |text: &str| -> BTreeSet<String> {
+            words(&text.to_lowercase())
+                .into_iter()
+                .filter(|w| WHOM.contains(w))
+                .map(|w| w.trim_end_matches("ren").trim_end_matches('s').to_owned())
+                .collect()
+        };
+        if !whom(&self.text).is_disjoint(&whom(line)) {
+            return None;
+        }
         holds(&ranges_of(self.age), &age_ranges(line))
     }
 
@@ -3049,7 +3130,7 @@ impl Question {
                 line.find(span).is_some_and(|at| at > o.len()) && values(span) > 0 && situated
             });
             let context = match (record, head) {
-                (Some(r), _) => Some(row_of(r)),
+                (Some(r), _) => Some(self.row_named(r)),
                 (None, Some(h)) => Some(match before {
                     Some(b) => format!("{b} {h}"),
                     None => h.to_owned(),
@@ -3641,6 +3722,33 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
 /// those whose value is a description, with no amount and no name (`Roughly holds: a
 /// two-bedroom flat`, not `Floor area: 61–85 sq ft`, `Protected data: 10 TiB` or
 /// `first_aider: Hattie Okonjo`).
+impl Question {
+    /// [`row_of`], with the fields that name the row in the question's words (`Course:
+    /// Spanish Improvers` for "the price for the spanish improvers class"): a name picks the
+    /// row the question asks about, though it describes no other.
+    fn row_named(&self, record: &str) -> String {
+        let named: Vec<&str> = record_fields(record)
+            .map(|fields| {
+                fields
+                    .into_iter()
+                    .skip(1)
+                    .filter(|f| {
+                        let value = f.split_once(": ").map_or(*f, |(_, v)| v);
+                        amounts(value).is_empty()
+                            && content_stems(value).iter().any(|t| self.terms.contains(t))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let row = row_of(record);
+        if named.is_empty() {
+            row
+        } else {
+            format!("{row} {}", named.join("; "))
+        }
+    }
+}
+
 fn row_of(record: &str) -> String {
     record_fields(record)
         .map(|fields| {
@@ -3710,6 +3818,32 @@ fn abbreviations(
             });
             if let Some(name) = name {
                 out.entry(abbreviation.to_owned()).or_insert(name);
+            }
+        }
+        // A legend (`Port codes: KIL = Kilbrannan Pier · PVN = Portvane (Isle of Hallan)`):
+        // each code with the name after its `=`, up to the next separator.
+        for (at, _) in line.match_indices(" = ") {
+            let Some(code) = line[..at].rsplit([' ', ':', ';', ',', '·', '(']).next() else {
+                continue;
+            };
+            let rest = &line[at + 3..];
+            let end = rest.find(['·', ';', ',', '|']).unwrap_or(rest.len());
+            // The next legend entry may follow with no separator but its own `CODE =`.
+            let name = rest[..end].split(" = ").next().unwrap_or_default();
+            let name = match name.rsplit_once(' ') {
+                Some((head, last)) if rest[..end].contains(" = ") && is_abbreviation(last) => head,
+                _ => name,
+            }
+            .trim()
+            .trim_end_matches('.');
+            let first = code.chars().next().map(|c| c.to_ascii_lowercase());
+            if is_abbreviation(code)
+                && name.starts_with(char::is_uppercase)
+                && name.chars().next().map(|c| c.to_ascii_lowercase()) == first
+                && (1..=6).contains(&words(name).len())
+            {
+                out.entry(code.to_owned())
+                    .or_insert_with(|| name.to_owned());
             }
         }
     }
@@ -4453,6 +4587,57 @@ fn is_signature(line: &str) -> bool {
             .all(|w| capital(w) && w.chars().skip(1).all(char::is_lowercase))
         && !is_common_word(&names[0].to_lowercase())
         && capital(role.trim())
+}
+
+/// The condition of `text` (`when a parent or guardian is a CCP member`, after `only when`,
+/// `only if`, `provided`, `as long as`) that `question` denies ("I'm not on the care plan
+/// myself": the content words after `not`, `n't`, `no longer` or `never`, up to a
+/// punctuation mark), when it states two of them, read with what its abbreviations stand
+/// for (`abbreviations`).
+fn denied_condition(
+    question: &str,
+    text: &str,
+    abbreviations: &BTreeMap<String, String>,
+) -> Option<String> {
+    const MARKS: [&str; 5] = [
+        "only when ",
+        "only if ",
+        "provided ",
+        "as long as ",
+        "only for ",
+    ];
+    let lower = text.to_lowercase();
+    let (at, mark) = MARKS
+        .iter()
+        .filter_map(|m| lower.find(m).map(|at| (at, *m)))
+        .min()?;
+    let clause = &text[at..];
+    let end = clause
+        .find(['.', ';', '!', '?'])
+        .filter(|e| *e > mark.len())
+        .unwrap_or(clause.len());
+    let clause = &clause[..end];
+    let written: BTreeSet<String> = content_stems(clause)
+        .into_iter()
+        .chain(
+            words(clause)
+                .iter()
+                .filter_map(|w| abbreviations.get(&w.to_uppercase()))
+                .flat_map(|long| content_stems(long)),
+        )
+        .collect();
+    let q = question.to_lowercase();
+    let mut denied: BTreeSet<String> = BTreeSet::new();
+    for n in [" not ", "n't ", " no longer ", " never "] {
+        for (i, _) in q.match_indices(n) {
+            let rest = &q[i + n.len()..];
+            let end = rest
+                .find([',', '.', ';', '?', '!', '-'])
+                .unwrap_or(rest.len());
+            denied.extend(content_stems(&rest[..end]).into_iter().take(4));
+        }
+    }
+    (denied.iter().filter(|d| written.contains(*d)).count() >= 2).then(|| clause.trim().to_owned())
 }
 
 /// What a permission question asks one may do a thing with: the last content word after
@@ -5302,6 +5487,64 @@ mod tests {
         assert!(q.misses("Dogs are allowed on the towpath.").is_some());
         let q = Question::new("Can I bring my old dog on the towpath?", &store);
         assert!(q.misses("Dogs are allowed on the towpath.").is_none());
+    }
+
+    #[test]
+    fn legends_footnotes_and_the_ages_words_mean() {
+        let store = store_of(&[
+            ("FARES", "Fares\nPort codes: KIL = Kilbrannan Pier · PVN = Portvane (Isle of Hallan)\nRoute: KIL–PVN; Adult return: £6.20; Child return: £3.10\nCode: SP2; Course: Spanish Improvers; Full: £279¹; Over-60: £223\nTier: Child ¹; Monthly price: £6.80\n¹ The Child tier is £6.80 a month only when a parent is a Care Plan member. Otherwise it is £9.50.\nBlue Badge bays: 3 (Blue Badge holders only)"),
+            ("NOTICE", "NOTICE\nSubject: Refit of MV Tern in January\nBookings on the Tern are moved to the Sula.\nFor questions, please contact:\nLorna Baird, Disruption Coordinator"),
+        ]);
+        // A legend names what its codes stand for.
+        let abbreviations = abbreviations_of(&store);
+        assert_eq!(
+            abbreviations.get("KIL").map(String::as_str),
+            Some("Kilbrannan Pier")
+        );
+        assert!(abbreviations
+            .get("PVN")
+            .is_some_and(|n| n.contains("Hallan")));
+        // A question written as a noun phrase asks what it names; `60s` is `60`, and the
+        // row's name field picks the row for its fields.
+        let q = Question::new("over 60s price for the spanish improvers class?", &store);
+        assert_eq!(q.kind(), AnswerKind::Quantity);
+        assert_eq!(stem("60s"), "60");
+        let row = "Code: SP2; Course: Spanish Improvers; Full: £279¹; Over-60: £223";
+        assert_eq!(q.spans(row)[0], "Code: SP2; Over-60: £223");
+        assert_eq!(amounts("Full: £279¹"), ["279"]);
+        // `Adult` and `Child` with no ages of their own mean 16 and over, under 16, unless
+        // the asker writes the word themselves.
+        assert_eq!(age_ranges("Adult return: £6.20"), [(16, 120)]);
+        let q = Question::new(
+            "What does it cost for my 9 year old to go KIL to PVN and back?",
+            &store,
+        );
+        let fares = "Route: KIL–PVN; Adult return: £6.20; Child return: £3.10";
+        assert!(
+            q.spans(fares)[0].contains("Child return"),
+            "{:?}",
+            q.spans(fares)
+        );
+        // A cell's footnote holds a condition the asker says does not hold.
+        let q = Question::new(
+            "My son is 8 and I'm not on the care plan myself. How much a month is the child tier?",
+            &store,
+        );
+        assert!(q
+            .misses("Tier: Child ¹; Monthly price: £6.80")
+            .is_some_and(|m| m.contains("does not hold")));
+        // Who to contact about a notice: its signature, read with all the notice says.
+        let q = Question::new(
+            "My Tern booking was moved. Who should I contact about it?",
+            &store,
+        );
+        assert!(q
+            .misses_in("Lorna Baird, Disruption Coordinator", Some("NOTICE"))
+            .is_none());
+        // A count keyed by its plural, or a number and a name apart, is no address.
+        assert!(!states_location(
+            "Blue Badge bays: 3 (Blue Badge holders only)"
+        ));
     }
 
     #[test]
