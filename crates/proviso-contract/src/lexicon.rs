@@ -173,7 +173,8 @@ pub fn words(text: &str) -> Vec<&str> {
 }
 
 /// A superscript or subscript digit, which marks a footnote in a table's cell.
-pub(crate) fn is_footnote_mark(c: char) -> bool {
+#[must_use]
+pub fn is_footnote_mark(c: char) -> bool {
     matches!(c, '¹' | '²' | '³' | '\u{2070}'..='\u{2079}' | '\u{2080}'..='\u{2089}')
 }
 

@@ -969,6 +969,9 @@ pub struct Question {
     /// The footnotes of each line that carries their marks (`£6.80 ¹`), by line.
     #[serde(skip)]
     footnoted: BTreeMap<String, String>,
+    /// What the asker says does not hold of them ([`denied_words`]).
+    #[serde(skip)]
+    denied: BTreeSet<String>,
     /// What the sources abbreviate, by abbreviation: `WET` for `Wetherstow` where a page
     /// writes `Wetherstow (WET)` or a record `id: WET; name: … Wetherstow`
     /// ([`abbreviations`]).
@@ -1069,6 +1072,8 @@ impl Question {
             &corrected(&unclipped(&with_apostrophes(question), &known), &lowercase),
             |locator| !locator.contains('/') && written(&locator.to_lowercase()),
         );
+        // What kind of answer the question asks for, read once.
+        let answer_kind = AnswerKind::of(question);
         let mut terms: Vec<String> = Vec::new();
         for s in content_stems(question) {
             if !terms.contains(&s) {
@@ -1093,7 +1098,7 @@ impl Question {
         let measures = stated_measures(question);
         // "Who do I contact about …", "who should I speak to": the asker wants whoever the
         // sources name for it, not someone who does it.
-        let contacting = AnswerKind::of(question) == AnswerKind::Person
+        let contacting = answer_kind == AnswerKind::Person
             && words(&asking_part(question).to_lowercase())
                 .iter()
                 .any(|w| {
@@ -1140,11 +1145,12 @@ impl Question {
                 if !noted.is_empty() {
                     footnoted.insert(line.to_owned(), noted.join(" "));
                 }
+                let signed = is_signature(line);
                 let context = match (section.or(named.as_deref()), before) {
                     (Some(s), Some(b)) => format!("{s} {b}"),
                     (Some(s), None) => s.to_owned(),
                     (None, Some(b)) => b.to_owned(),
-                    (None, None) if is_signature(line) => String::new(),
+                    (None, None) if signed => String::new(),
                     (None, None) => continue,
                 };
                 // A record that refers to another by its id (`clinic: pl`) is about what
@@ -1156,7 +1162,7 @@ impl Question {
                 // Who signs a notice (`Rhiannon Vesey, Project Liaison Officer`) is who to
                 // ask about all of it: what it is about is the signature's context too, and
                 // for "who do I contact about …", everything the notice says.
-                let context = match about.as_deref().filter(|_| is_signature(line)) {
+                let context = match about.as_deref().filter(|_| signed) {
                     Some(_) if contacting => format!("{context} {}", d.lines().join(" ")),
                     Some(about) => format!("{context} {about}"),
                     None => context,
@@ -1249,7 +1255,7 @@ impl Question {
             // qualifies a labelled series (`30 mg arm`); otherwise it is the asker's
             // situation (`3 books`, `due on 5 June`), and so is a yes-or-no question's
             // qualifier (`Can I keep it for 30 days?`), which a stated rule may settle.
-            let yes_no = AnswerKind::of(question) == AnswerKind::YesNo;
+            let yes_no = answer_kind == AnswerKind::YesNo;
             let heads: BTreeSet<&str> = stated
                 .iter()
                 .filter_map(|s| match s {
@@ -2002,10 +2008,9 @@ impl Question {
                 .map(|(id, (stems, _, text))| (id.to_owned(), (stems, text)))
                 .collect()
         };
-        let kind = AnswerKind::of(question);
         Self {
             text: as_asked.to_owned(),
-            kind,
+            kind: answer_kind,
             terms,
             qualifiers,
             ids,
@@ -2042,10 +2047,11 @@ impl Question {
             measures,
             years: stated_years(question),
             dates: stated_dates(question),
-            contact: Contact::asked(&lower, kind),
+            contact: Contact::asked(&lower, answer_kind),
             titles,
             dated,
             footnoted,
+            denied: denied_words(as_asked),
             abbreviations,
             antecedents,
             sections,
@@ -2680,28 +2686,16 @@ impl Question {
                 ));
             }
         }
-        // An amount or a time the question asks for, which the checks above found, is
-        // new however short it is (`2` in "every tram has 2 wheelchair spaces").
         // The asker says a condition does not hold ("I'm not on the care plan myself"): a
         // span that holds only when it does (`£6.80 a month only when a parent is a CCP
         // member`) is not theirs.
-        // A cell's footnote (`£6.80 ¹`) states its condition.
-        let marked = text.chars().skip(1).any(is_footnote_mark);
-        let conditioned = match self.footnoted.get(text).or_else(|| {
-            // A span of a line (a record's fields, a run of its clauses) is the line's.
-            self.footnoted
-                .iter()
-                .find(|(line, _)| marked && text.split("; ").all(|f| line.contains(f)))
-                .map(|(_, n)| n)
-        }) {
-            Some(note) => format!("{text} {note}"),
-            None => text.to_owned(),
-        };
-        if let Some(condition) = denied_condition(&self.text, &conditioned, &self.abbreviations) {
+        if let Some(condition) = self.denied_in(text) {
             return Some(format!(
                 "it holds {condition}, which the question says does not hold"
             ));
         }
+        // An amount or a time the question asks for, which the checks above found, is
+        // new however short it is (`2` in "every tram has 2 wheelchair spaces").
         let valued = matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time);
         let new = stems
             .iter()
@@ -3723,6 +3717,32 @@ fn referred_records(store: &SourceStore) -> BTreeMap<String, String> {
 /// two-bedroom flat`, not `Floor area: 61–85 sq ft`, `Protected data: 10 TiB` or
 /// `first_aider: Hattie Okonjo`).
 impl Question {
+    /// The condition the asker denies ([`denied_condition`]) that `text` holds only under,
+    /// read with the footnotes its marks point to (`£6.80 ¹`).
+    fn denied_in(&self, text: &str) -> Option<String> {
+        if self.denied.is_empty() {
+            return None;
+        }
+        // A span of a line (a record's fields, a run of its clauses) has the line's notes.
+        let note = self.footnoted.get(text).or_else(|| {
+            text.chars()
+                .skip(1)
+                .any(is_footnote_mark)
+                .then(|| {
+                    self.footnoted
+                        .iter()
+                        .find(|(line, _)| text.split("; ").all(|f| line.contains(f)))
+                        .map(|(_, n)| n)
+                })
+                .flatten()
+        });
+        let conditioned = match note {
+            Some(note) => format!("{text} {note}"),
+            None => text.to_owned(),
+        };
+        denied_condition(&self.denied, &conditioned, &self.abbreviations)
+    }
+
     /// [`row_of`], with the fields that name the row in the question's words (`Course:
     /// Spanish Improvers` for "the price for the spanish improvers class"): a name picks the
     /// row the question asks about, though it describes no other.
@@ -4288,6 +4308,15 @@ fn asks_point_in_time(question: &str) -> bool {
     })
 }
 
+/// The pronouns a question's asker is written with (`can I`, `may we`).
+const ASKER_PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
+
+/// Verbs too general to say what a question asks (`get`, `have`).
+const GENERAL_VERBS: [&str; 14] = [
+    "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find", "come",
+    "still",
+];
+
 /// The verb of a yes-or-no question whose subject is a pronoun ("Can I renew …", "Do we
 /// pay …"), as a stem; none for a verb too general to tell answers apart (`get`, `need`).
 fn asked_verb(question: &str) -> Option<String> {
@@ -4295,19 +4324,16 @@ fn asked_verb(question: &str) -> Option<String> {
         "can", "could", "may", "might", "do", "does", "did", "will", "would", "should", "must",
         "shall",
     ];
-    const PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
-    const GENERAL: [&str; 14] = [
-        "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find",
-        "come", "still",
-    ];
     let part = asking_part(question).to_lowercase();
     let w = words(&part);
-    if w.len() < 3 || !AUX.contains(&w[0]) || !PRONOUNS.contains(&w[1]) {
+    if w.len() < 3 || !AUX.contains(&w[0]) || !ASKER_PRONOUNS.contains(&w[1]) {
         return None;
     }
     let verb = w[2];
-    (verb.chars().all(char::is_alphabetic) && !GENERAL.contains(&verb) && !is_function_word(verb))
-        .then(|| stem(verb))
+    (verb.chars().all(char::is_alphabetic)
+        && !GENERAL_VERBS.contains(&verb)
+        && !is_function_word(verb))
+    .then(|| stem(verb))
 }
 
 /// What a `when` question asks to happen, as a stem ([`Question::event`]): the verb after
@@ -4589,13 +4615,29 @@ fn is_signature(line: &str) -> bool {
         && capital(role.trim())
 }
 
+/// What the asker says does not hold of them ("I'm not on the care plan myself"), as
+/// stems: up to four content words after `not`, `n't`, `no longer` or `never`, up to a
+/// punctuation mark.
+fn denied_words(question: &str) -> BTreeSet<String> {
+    let q = question.to_lowercase();
+    let mut denied = BTreeSet::new();
+    for n in [" not ", "n't ", " no longer ", " never "] {
+        for (i, _) in q.match_indices(n) {
+            let rest = &q[i + n.len()..];
+            let end = rest
+                .find([',', '.', ';', '?', '!', '-'])
+                .unwrap_or(rest.len());
+            denied.extend(content_stems(&rest[..end]).into_iter().take(4));
+        }
+    }
+    denied
+}
+
 /// The condition of `text` (`when a parent or guardian is a CCP member`, after `only when`,
-/// `only if`, `provided`, `as long as`) that `question` denies ("I'm not on the care plan
-/// myself": the content words after `not`, `n't`, `no longer` or `never`, up to a
-/// punctuation mark), when it states two of them, read with what its abbreviations stand
-/// for (`abbreviations`).
+/// `only if`, `provided`, `as long as`) that states two of the asker's `denied` words
+/// ([`denied_words`]), read with what its abbreviations stand for (`abbreviations`).
 fn denied_condition(
-    question: &str,
+    denied: &BTreeSet<String>,
     text: &str,
     abbreviations: &BTreeMap<String, String>,
 ) -> Option<String> {
@@ -4606,7 +4648,8 @@ fn denied_condition(
         "as long as ",
         "only for ",
     ];
-    let lower = text.to_lowercase();
+    // ASCII lower case keeps every byte where it was, so `at` is an offset into `text`.
+    let lower = text.to_ascii_lowercase();
     let (at, mark) = MARKS
         .iter()
         .filter_map(|m| lower.find(m).map(|at| (at, *m)))
@@ -4626,17 +4669,6 @@ fn denied_condition(
                 .flat_map(|long| content_stems(long)),
         )
         .collect();
-    let q = question.to_lowercase();
-    let mut denied: BTreeSet<String> = BTreeSet::new();
-    for n in [" not ", "n't ", " no longer ", " never "] {
-        for (i, _) in q.match_indices(n) {
-            let rest = &q[i + n.len()..];
-            let end = rest
-                .find([',', '.', ';', '?', '!', '-'])
-                .unwrap_or(rest.len());
-            denied.extend(content_stems(&rest[..end]).into_iter().take(4));
-        }
-    }
     (denied.iter().filter(|d| written.contains(*d)).count() >= 2).then(|| clause.trim().to_owned())
 }
 
@@ -4645,11 +4677,6 @@ fn denied_condition(
 /// chickens in my back garden?", `van` in "may we park a van at the depot?"). `None` when
 /// the verb is a general one (`have`, `get`), which says nothing of its own.
 fn permitted_object(question: &str) -> Option<&str> {
-    const PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
-    const GENERAL: [&str; 14] = [
-        "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find",
-        "come", "still",
-    ];
     const ENDS: [&str; 22] = [
         "in", "at", "on", "to", "for", "with", "into", "from", "during", "while", "if", "when",
         "without", "inside", "outside", "near", "by", "after", "before", "and", "or", "onto",
@@ -4658,8 +4685,8 @@ fn permitted_object(question: &str) -> Option<&str> {
     let w = words(part);
     if w.len() < 4
         || !asks_permission(question)
-        || !PRONOUNS.contains(&w[1].to_lowercase().as_str())
-        || GENERAL.contains(&w[2].to_lowercase().as_str())
+        || !ASKER_PRONOUNS.contains(&w[1].to_lowercase().as_str())
+        || GENERAL_VERBS.contains(&w[2].to_lowercase().as_str())
     {
         return None;
     }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use proviso_contract::lexicon::is_footnote_mark;
 use proviso_contract::{Contract, ContractError, IntentClass, SourceDocument, SourceStore};
 use proviso_harness::{ToolFailure, Toolbox};
 use proviso_tools::{ToolError, ToolSpec};
@@ -680,15 +681,10 @@ fn text_units(text: &str, markdown: bool) -> Vec<String> {
 /// of its own, read sentence by sentence.
 const FOOTNOTE_SENTENCES: usize = 4;
 
-/// Whether `line` is a footnote: it opens with a superscript number and a space.
+/// Whether `line` is a footnote: it opens with a footnote's mark (a superscript number,
+/// [`is_footnote_mark`]) and a space.
 fn is_footnote(line: &str) -> bool {
-    let mut chars = line.chars();
-    chars
-        .next()
-        .is_some_and(|c| matches!(c, '¹' | '²' | '³' | '⁴' | '⁵' | '⁶' | '⁷' | '⁸' | '⁹'))
-        && line
-            .trim_start_matches(['¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹', '⁰'])
-            .starts_with(' ')
+    line.starts_with(is_footnote_mark) && line.trim_start_matches(is_footnote_mark).starts_with(' ')
 }
 
 /// A text's lines with every hard-wrapped sentence made whole again: a line goes on on the
