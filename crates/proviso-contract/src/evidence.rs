@@ -11,7 +11,7 @@
 //! The store does no I/O: [`SourceStore::from_manifest`] takes a function that reads files,
 //! so the caller decides where documents come from.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -276,7 +276,7 @@ fn is_prose(line: &str) -> bool {
 /// Versioned source documents, keyed by source id and version.
 #[derive(Debug, Clone, Default)]
 pub struct SourceStore {
-    documents: HashMap<String, Vec<SourceDocument>>,
+    documents: BTreeMap<String, Vec<SourceDocument>>,
 }
 
 impl SourceStore {

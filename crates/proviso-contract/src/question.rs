@@ -3837,7 +3837,7 @@ fn abbreviations(
                 .then(|| run.join(" "))
             });
             if let Some(name) = name {
-                out.entry(abbreviation.to_owned()).or_insert(name);
+                keep_fuller(&mut out, abbreviation, &name);
             }
         }
         // A legend (`Port codes: KIL = Kilbrannan Pier · PVN = Portvane (Isle of Hallan)`):
@@ -3862,12 +3862,23 @@ fn abbreviations(
                 && name.chars().next().map(|c| c.to_ascii_lowercase()) == first
                 && (1..=6).contains(&words(name).len())
             {
-                out.entry(code.to_owned())
-                    .or_insert_with(|| name.to_owned());
+                keep_fuller(&mut out, code, name);
             }
         }
     }
     out
+}
+
+/// Records `name` as what `code` stands for, unless a name of as many words or more is
+/// already recorded: a code written out twice (`Ashmere (ASH)`, `ASH = Ashmere Centre`)
+/// stands for its fuller name, whichever document is read first.
+fn keep_fuller(out: &mut BTreeMap<String, String>, code: &str, name: &str) {
+    let fuller = out
+        .get(code)
+        .is_none_or(|known| words(name).len() > words(known).len());
+    if fuller {
+        out.insert(code.to_owned(), name.to_owned());
+    }
 }
 
 /// What the sources abbreviate, by abbreviation ([`abbreviations`]): a search finds a line
@@ -6631,6 +6642,31 @@ mod natural_documents {
         );
         let spans = q.spans("site: North; sunday: gate 08:00-18:00, office 10:00-14:00");
         assert!(spans[0].contains("office 10:00"), "{spans:?}");
+    }
+
+    /// A code written out twice stands for its fuller name, whichever document comes first:
+    /// the store is read in one order, and the answer does not depend on it.
+    #[test]
+    fn a_code_written_out_twice_stands_for_its_fuller_name() {
+        for (first, second) in [("a-parking", "b-hours"), ("b-parking", "a-hours")] {
+            let mut store = SourceStore::new();
+            store
+                .insert(SourceDocument::new(
+                    first,
+                    "v1",
+                    true,
+                    "Parking\n| Ashmere (ASH) | 45 spaces |",
+                ))
+                .unwrap();
+            store
+                .insert(SourceDocument::new(second, "v1", true, "Campuses\n- ASH = Ashmere Centre, Ashmere Road\nCampus: ASH; Friday: 09:30–15:00"))
+                .unwrap();
+            assert_eq!(
+                abbreviations_of(&store).get("ASH").map(String::as_str),
+                Some("Ashmere Centre"),
+                "{first} read before {second}"
+            );
+        }
     }
 
     #[test]
