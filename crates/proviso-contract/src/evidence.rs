@@ -127,9 +127,11 @@ impl SourceDocument {
                 let key = key.trim().to_lowercase();
                 // `Affected area:` as well as `Area:`: the key's last word says what it is.
                 let last = key.rsplit(' ').next().unwrap_or_default();
-                (SUBJECT_KEYS.contains(&key.as_str()) || SCOPE_KEYS.contains(&last))
-                    .then(|| value.trim())
-                    .filter(|v| !v.is_empty())
+                (SUBJECT_KEYS.contains(&key.as_str())
+                    || SCOPE_KEYS.contains(&last)
+                    || NOTICE_KEYS.contains(&last))
+                .then(|| value.trim())
+                .filter(|v| !v.is_empty())
             })
             .collect();
         Some(if subjects.is_empty() {
@@ -224,6 +226,19 @@ impl SourceDocument {
 
 /// The keys of a header line that says what a memo, notice or letter is about.
 const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"];
+
+/// The last word of a header key that names the kind of document it heads (`CUSTOMER
+/// NOTICE: STORM OTTILIE - CLAIMS SURGE ARRANGEMENTS`): what follows is its subject.
+const NOTICE_KEYS: [&str; 8] = [
+    "notice",
+    "memo",
+    "memorandum",
+    "bulletin",
+    "announcement",
+    "circular",
+    "advisory",
+    "alert",
+];
 
 /// The last word of a header key that says where a notice applies (`Affected area:`,
 /// `Site:`): every sentence under it is about that place.

@@ -408,6 +408,10 @@ const RELATED: &[&[&str]] = &[
     &["participant", "patient"],
     &["harm", "injury", "injure", "hurt"],
     &["die", "death", "dead", "fatal"],
+    // A measure is stated by its unit: `gusts of at least 55 mph` states a wind speed.
+    &["speed", "mph", "kph"],
+    &["weight", "kg", "kilos", "kilograms", "tonnes"],
+    &["volume", "litres", "liters", "litre", "liter"],
 ];
 
 /// Each related word's stem, with the word's base form (as [`base_form`] reads it) and its
@@ -1220,15 +1224,20 @@ pub fn times(text: &str) -> Vec<String> {
         // A day of a month, either way round (`16 June`, `June 16`), as `16 june`: the month
         // alone does not tell `5 June` from `16 June`.
         if MONTHS.contains(t) {
-            let day = |w: Option<&&str>| {
-                w.filter(|w| (1..=2).contains(&w.len()) && w.chars().all(|c| c.is_ascii_digit()))
-                    .and_then(|w| w.parse::<u8>().ok())
-                    .filter(|d| (1..=31).contains(d))
-            };
+            let day = |w: Option<&&str>| w.and_then(|w| day_of_month(w));
             let before = i.checked_sub(1).and_then(|j| day(tokens.get(j)));
             if let Some(d) = before.or_else(|| day(tokens.get(i + 1))) {
                 out.push(format!("{d} {t}"));
             }
+        }
+        // A day of the month by its ordinal (`collected on the 1st or the 15th of the
+        // month`): after `the`, in a text about months.
+        if t.ends_with(['t', 'd', 'h'])
+            && day_of_month(t).is_some()
+            && i.checked_sub(1).is_some_and(|j| tokens[j] == "the")
+            && tokens.iter().any(|w| w.starts_with("month"))
+        {
+            out.push((*t).to_owned());
         }
         if ["noon", "midday", "midnight"].contains(t) {
             out.push((*t).to_owned());
@@ -1254,6 +1263,18 @@ pub fn times(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The day of a month `word` writes (`16`, `16th`, `1st`), 1 to 31.
+fn day_of_month(word: &str) -> Option<u8> {
+    let digits = ["st", "nd", "rd", "th"]
+        .iter()
+        .find_map(|s| word.strip_suffix(s))
+        .unwrap_or(word);
+    ((1..=2).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit()))
+        .then(|| digits.parse::<u8>().ok())
+        .flatten()
+        .filter(|d| (1..=31).contains(d))
 }
 
 /// Most words of the noun phrase an amount counts (`5 active interlibrary loan requests`).
@@ -3184,6 +3205,13 @@ mod tests {
             assert!(!states_time(line), "{line}");
         }
         assert_eq!(times("cutoff 2025-03-14, in 2025"), ["2025-03-14"]);
+        // A day of the month by its ordinal, in a text about months; not a floor.
+        assert_eq!(
+            times("collected on the 1st or the 15th of the month"),
+            ["1st", "15th"]
+        );
+        assert!(times("Room on the 2nd floor.").is_empty());
+        assert_eq!(times("from 1st April"), ["april", "1 april"]);
         // Clock times and days of the week are times a schedule states.
         for line in [
             "It closes at 20:00.",

@@ -209,7 +209,11 @@ impl AnswerKind {
                 ]
                 .contains(&p[2])
         });
-        if first == "when" || time.iter().any(|k| has(k)) {
+        // "What's the last date I can report it?", "closing date for entries?": a date
+        // asked by what it is the date of. (Not `dates`: those are all a line lists,
+        // which an answer of one time would cut.)
+        let dated = asks_what && w.iter().take(6).any(|t| *t == "date");
+        if first == "when" || time.iter().any(|k| has(k)) || dated {
             Self::Time
         } else if pays
             || utmost
@@ -1162,9 +1166,12 @@ impl Question {
                 // Who signs a notice (`Rhiannon Vesey, Project Liaison Officer`) is who to
                 // ask about all of it: what it is about is the signature's context too, and
                 // for "who do I contact about …", everything the notice says.
+                // A signature is the notice's signing: "who signed it?" is answered there.
                 let context = match about.as_deref().filter(|_| signed) {
-                    Some(_) if contacting => format!("{context} {}", d.lines().join(" ")),
-                    Some(about) => format!("{context} {about}"),
+                    Some(_) if contacting => {
+                        format!("{context} signed {}", d.lines().join(" "))
+                    }
+                    Some(about) => format!("{context} signed {about}"),
                     None => context,
                 };
                 // Read with what its abbreviations stand for (`KIL–PVN` names Portvane).
@@ -2753,9 +2760,21 @@ impl Question {
                     })
                 })
             });
+        // "The last date I can report it": a limit asked (`latest`, and for a time `last`)
+        // is stated by a clause that states one (`up to and including 31 January`).
+        let limit = |t: &String| {
+            LIMIT_ASKED.iter().any(|w| stem(w) == *t)
+                || (self.kind == AnswerKind::Time
+                    && ["last", "final"].iter().any(|w| stem(w) == *t))
+        };
+        let limited = beyond.iter().any(limit)
+            && words(&text.to_lowercase())
+                .iter()
+                .any(|w| LIMIT_MARKS.contains(w) || ["until", "till"].contains(w));
         if !pinned
             && !titled
             && !keyed
+            && !limited
             && !beyond.is_empty()
             && !beyond.iter().any(|t| stems.contains(t))
         {
@@ -3255,6 +3274,23 @@ impl Question {
                     break;
                 }
                 judge(line[clauses[i].0..clauses[j].1].trim(), None, None);
+            }
+        }
+        // "Cash on a Premier policy": of values each labelled with whom it is for (`Cash up
+        // to £250 (Essentials), £500 (Standard) or £1,000 (Premier)`), the one labelled with
+        // a member the question names, after what the list says they are.
+        if let Some((lead, items)) = labelled_values(line) {
+            let named = |label: &str| {
+                let label = words(&label.to_lowercase()).join(" ");
+                self.members
+                    .values()
+                    .flat_map(|s| &s.named)
+                    .any(|v| format!(" {label} ").contains(&format!(" {v} ")))
+            };
+            for (item, label) in items {
+                if named(label) {
+                    judge(&format!("{lead} {item}"), None, None);
+                }
             }
         }
         // "When does the track work finish?": of a range of dates (`from Saturday 11 April
@@ -3869,6 +3905,80 @@ fn abbreviations(
     out
 }
 
+/// A list of values each labelled in brackets with whom it is for (`Cash up to £250
+/// (Essentials), £500 (Standard) or £1,000 (Premier)`): what leads it (`Cash up to`), and
+/// each value with its label (`£1,000 (Premier)`, `Premier`). At least two, each stating a
+/// number, joined by `, `, `; `, ` or ` or ` and `.
+fn labelled_values(line: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+    let mut items: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut depth = 0_usize;
+    let mut open = 0;
+    for (at, c) in line.char_indices() {
+        match c {
+            '(' => {
+                if depth == 0 {
+                    open = at;
+                }
+                depth += 1;
+            }
+            ')' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    // The value is what comes after the last separator before the bracket.
+                    let before = &line[..open];
+                    let start = [", ", "; ", " or ", " and "]
+                        .iter()
+                        .filter_map(|sep| before.rfind(sep).map(|i| i + sep.len()))
+                        .max()
+                        .unwrap_or(0)
+                        .max(items.last().map_or(0, |i| i.1));
+                    items.push((start, at + 1, open + 1, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    if items.len() < 2 {
+        return None;
+    }
+    // Each value after the first follows the one before with a separator alone.
+    let joined = items.windows(2).all(|w| {
+        let gap = line[w[0].1..w[1].0].trim_matches(|c: char| c == ',' || c == ';' || c == ' ');
+        gap.is_empty() || gap == "or" || gap == "and"
+    });
+    // The first value is its number, after what the list is of (`Cash up to`).
+    let first = &line[items[0].0..items[0].2 - 1];
+    let mut word_starts = first
+        .char_indices()
+        .filter(|&(i, c)| {
+            !c.is_whitespace() && (i == 0 || first[..i].ends_with(char::is_whitespace))
+        })
+        .map(|(i, _)| i);
+    let lead_end = items[0].0
+        + word_starts.find(|&i| {
+            first[i..]
+                .split_whitespace()
+                .next()
+                .is_some_and(|w| w.chars().any(|c| c.is_ascii_digit()))
+        })?;
+    let lead = line[..lead_end].trim();
+    let valued = items
+        .iter()
+        .all(|i| line[i.0..i.2].chars().any(|c| c.is_ascii_digit()));
+    (joined && valued && !lead.is_empty()).then(|| {
+        let mut out = vec![(
+            line[lead_end..items[0].1].trim(),
+            &line[items[0].2..items[0].3],
+        )];
+        out.extend(
+            items[1..]
+                .iter()
+                .map(|i| (line[i.0..i.1].trim(), &line[i.2..i.3])),
+        );
+        (lead, out)
+    })
+}
+
 /// Records `name` as what `code` stands for, unless a name of as many words or more is
 /// already recorded: a code written out twice (`Ashmere (ASH)`, `ASH = Ashmere Centre`)
 /// stands for its fuller name, whichever document is read first.
@@ -4088,7 +4198,12 @@ fn marks_earlier(tokens: &[&str], i: usize) -> bool {
             || tokens[i - 1].chars().all(|c| c.is_ascii_digit())
             || ["one", "two"].contains(&tokens[i - 1])
             || NUMBER_WORDS.contains(&tokens[i - 1]));
+    // "Under last year's wording": what last year had, the version before this one.
+    let last_years = tokens[i] == "last"
+        && tokens.get(i + 1) == Some(&"year")
+        && tokens.get(i + 2) == Some(&"s");
     (EARLIER.contains(&tokens[i]) && !owned)
+        || last_years
         || (tokens[i] == "before" && {
             // `before the prices went up` reads `increase`.
             let next = tokens[i + 1..]
@@ -5987,6 +6102,12 @@ The club was founded in 1990.",
             AnswerKind::of("What happens if I don't pay?"),
             AnswerKind::Thing
         );
+        // A date asked by what it is the date of; `dates` asks for all a line lists.
+        assert_eq!(
+            AnswerKind::of("what's the last date I can report damage?"),
+            AnswerKind::Time
+        );
+        assert_eq!(AnswerKind::of("Tree pick-up dates?"), AnswerKind::Thing);
         assert_eq!(stated_years("the charge in 2025/26"), vec![2025, 2026]);
         assert_eq!(stated_years("before 2001"), vec![2001]);
         assert_eq!(
@@ -6212,6 +6333,14 @@ The club was founded in 1990.",
         assert!(!Question::new("What is the limit now?", &store).asks_earlier_version());
         assert!(!Question::new("Can my 9-year-old borrow?", &store).asks_earlier_version());
         assert!(Question::new("What did the v1 policy say?", &store).asks_earlier_version());
+        assert!(
+            Question::new("Under last year's policy, what was the limit?", &store)
+                .asks_earlier_version()
+        );
+        assert!(
+            !Question::new("I claimed last year; what is the limit?", &store)
+                .asks_earlier_version()
+        );
         let line = "The limit is 600 yuan.";
         assert!(!q
             .judge(line, &[("POL", "v1", line)], &store, "/c")
@@ -6642,6 +6771,62 @@ mod natural_documents {
         );
         let spans = q.spans("site: North; sunday: gate 08:00-18:00, office 10:00-14:00");
         assert!(spans[0].contains("office 10:00"), "{spans:?}");
+    }
+
+    /// A notice's kind heads its subject (`CUSTOMER NOTICE: STORM OTTILIE`), and its
+    /// signature says who signed it; a limit asked (`the last date`) is stated by a clause
+    /// stating one; a measure by its unit.
+    #[test]
+    fn a_notice_is_signed_by_its_signature_and_a_limit_is_stated_as_one() {
+        let store = one(
+            "notice",
+            "THORNBURY MUTUAL\nCUSTOMER NOTICE: STORM OTTILIE - CLAIMS SURGE\nStorm Ottilie crossed our area on Friday 21 November 2025, with gusts of up to 83 mph recorded at the coast.\nFor Storm Ottilie we will accept claims reported up to and including 31 January 2026.\nMaren Ashdown, Head of Claims",
+        );
+        let q = Question::new("Who signed the Storm Ottilie notice?", &store);
+        assert_eq!(
+            q.spans_in("Maren Ashdown, Head of Claims", Some("notice"))[0],
+            "Maren Ashdown, Head of Claims"
+        );
+        let q = Question::new(
+            "what's the last date I can report damage from Storm Ottilie?",
+            &store,
+        );
+        let line =
+            "For Storm Ottilie we will accept claims reported up to and including 31 January 2026.";
+        assert_eq!(q.misses_in(line, Some("notice")), None);
+        let q = Question::new("What wind speed did Storm Ottilie reach?", &store);
+        let line = "Storm Ottilie crossed our area on Friday 21 November 2025, with gusts of up to 83 mph recorded at the coast.";
+        assert_eq!(q.misses_in(line, Some("notice")), None);
+    }
+
+    /// Values labelled with whom they are for are read one by one.
+    #[test]
+    fn a_labelled_list_gives_the_value_of_the_member_asked() {
+        assert_eq!(
+            labelled_values("Cash up to £250 (Essentials), £500 (Standard) or £1,000 (Premier)."),
+            Some((
+                "Cash up to",
+                vec![
+                    ("£250 (Essentials)", "Essentials"),
+                    ("£500 (Standard)", "Standard"),
+                    ("£1,000 (Premier)", "Premier")
+                ]
+            ))
+        );
+        assert_eq!(labelled_values("Open daily (except Mondays)."), None);
+        assert_eq!(
+            labelled_values("Bring ID (a passport) and proof of address (a bill)."),
+            None
+        );
+        let store = one(
+            "wording",
+            "Policy wording\nCover level: Essentials; Buildings: £200\nCover level: Standard; Buildings: £260\nCover level: Premier; Buildings: £365\nCash up to £250 (Essentials), £500 (Standard) or £1,000 (Premier).\nThe EoW excess is £450 (Essentials and Standard) or £350 (Premier), plus any voluntary excess.",
+        );
+        let q = Question::new("How much cash is covered on a Premier policy?", &store);
+        assert_eq!(
+            q.spans("Cash up to £250 (Essentials), £500 (Standard) or £1,000 (Premier).")[0],
+            "Cash up to £1,000 (Premier)"
+        );
     }
 
     /// A code written out twice stands for its fuller name, whichever document comes first:

@@ -55,4 +55,10 @@ fn main() {
             q.misses_in(text, Some(source)),
         );
     }
+    // What the harness offers from these lines: the ranked lines' first spans.
+    let observed =
+        proviso_harness::steer::cited_lines(&[&hits], base.store(), q.asks_earlier_version());
+    for c in proviso_harness::steer::rank_citations(&observed, &q, base.store(), 3) {
+        println!("= offered {:?}", c.spans);
+    }
 }
