@@ -2611,6 +2611,17 @@ impl Question {
                     }
                     _ => {}
                 }
+                // "How much is it per year?": a rate for another period (`£1.80 per day`)
+                // is not it, and the harness does not multiply.
+                let asked = rate_periods(&self.text);
+                let stated = rate_periods(text);
+                if !asked.is_empty() && !stated.is_empty() && asked.is_disjoint(&stated) {
+                    return Some(format!(
+                        "the question asks for a rate per {}, and it states one per {}",
+                        asked.iter().copied().collect::<Vec<_>>().join(" or "),
+                        stated.iter().copied().collect::<Vec<_>>().join(" or ")
+                    ));
+                }
             }
             // "What is the largest object": a thing asked for by its size.
             AnswerKind::Thing
@@ -3899,6 +3910,37 @@ fn abbreviations(
                 && (1..=6).contains(&words(name).len())
             {
                 keep_fuller(&mut out, code, name);
+            }
+        }
+    }
+    out
+}
+
+/// The periods `text` states a rate for (`per year`, `a month`, `£5/week`, `annually`), by
+/// name: `day`, `week`, `month`, `year`, `night` or `hour`.
+fn rate_periods(text: &str) -> BTreeSet<&'static str> {
+    const PERIODS: [(&str, &[&str]); 6] = [
+        ("day", &["day", "daily"]),
+        ("week", &["week", "weekly"]),
+        ("month", &["month", "monthly"]),
+        ("year", &["year", "yearly", "annual", "annually", "annum"]),
+        ("night", &["night", "nightly"]),
+        ("hour", &["hour", "hourly"]),
+    ];
+    let lower = text.to_lowercase();
+    let tokens = words(&lower);
+    let mut out = BTreeSet::new();
+    for (i, t) in tokens.iter().enumerate() {
+        for (name, forms) in PERIODS {
+            // `per year`, `a year`, `each month`, `/week`; or the adverb (`annually`,
+            // `monthly`) or adjective (`annual fee`), which is the period itself.
+            let noun = forms[0] == *t
+                && i.checked_sub(1).is_some_and(|j| {
+                    ["per", "a", "an", "each", "every"].contains(&tokens[j])
+                        || lower.contains(&format!("/{t}"))
+                });
+            if noun || forms[1..].contains(t) {
+                out.insert(name);
             }
         }
     }
@@ -6797,6 +6839,35 @@ mod natural_documents {
         let q = Question::new("What wind speed did Storm Ottilie reach?", &store);
         let line = "Storm Ottilie crossed our area on Friday 21 November 2025, with gusts of up to 83 mph recorded at the coast.";
         assert_eq!(q.misses_in(line, Some("notice")), None);
+    }
+
+    /// A rate asked per one period is not answered by a rate per another.
+    #[test]
+    fn a_rate_per_another_period_does_not_answer() {
+        assert_eq!(
+            rate_periods("£1.80 per dehumidifier per day"),
+            BTreeSet::from(["day"])
+        );
+        assert_eq!(
+            rate_periods("£120 a year, or £10.50/month"),
+            BTreeSet::from(["month", "year"])
+        );
+        assert!(rate_periods("Room on the 2nd floor costs £40.").is_empty());
+        let store = one(
+            "extras",
+            "Extras\nDrying equipment is paid at £1.80 per dehumidifier per day.\nHome business equipment cover costs £35 a year.",
+        );
+        let q = Question::new(
+            "How much is the business equipment add-on per year?",
+            &store,
+        );
+        assert!(q
+            .misses("Drying equipment is paid at £1.80 per dehumidifier per day.")
+            .is_some_and(|m| m.contains("per year")));
+        assert_eq!(
+            q.misses("Home business equipment cover costs £35 a year."),
+            None
+        );
     }
 
     /// Values labelled with whom they are for are read one by one.
