@@ -602,7 +602,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
     // corpus, split, questions, least right, most wrong
     for (corpus, split, questions, least_right, most_wrong) in [
         ("parks", "all", 40, 32, 0),
-        ("hostel", "all", 40, 30, 0),
+        ("hostel", "all", 40, 31, 0),
         ("software", "all", 40, 27, 1),
         ("council", "all", 40, 22, 2),
         ("vet", "all", 40, 25, 2),
@@ -625,14 +625,14 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // any result was read. First run, harness: water dev 8 right and 1 wrong, test 6
         // and 3; museum dev 4 and 2, test 10 and 1.
         ("water", "dev", 20, 13, 0),
-        ("water", "test", 20, 7, 2),
+        ("water", "test", 20, 8, 2),
         ("museum", "dev", 20, 7, 2),
         ("museum", "test", 20, 12, 2),
         // Written fresh at the end of session 37 the same way and split at random (seed
         // 37) before any result was read. First run, harness: dev 9 right and 3 wrong,
         // test 9 and 2; tuned on its dev half from session 38.
         ("housing", "dev", 20, 17, 0),
-        ("housing", "test", 20, 12, 1),
+        ("housing", "test", 20, 13, 0),
         // Written fresh in session 38 the same way and split at random (seeds 38 and 39)
         // before any result was read. First run, harness: ferry dev 8 right and 0 wrong,
         // test 9 and 1; college dev 10 and 2, test 8 and 2. Tuned on their dev halves.
@@ -640,6 +640,13 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("ferry", "test", 20, 9, 1),
         ("college", "dev", 20, 12, 1),
         ("college", "test", 20, 9, 2),
+        // Written fresh in session 39 the same way and split at random (seeds 40 and 41)
+        // before any result was read. First run, harness: insurance dev 8 right and 3
+        // wrong, test 8 and 3; waste dev 10 and 1, test 8 and 4. Tuned on their dev halves.
+        ("insurance", "dev", 20, 14, 0),
+        ("insurance", "test", 20, 10, 2),
+        ("waste", "dev", 20, 10, 1),
+        ("waste", "test", 20, 8, 4),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");
