@@ -981,6 +981,10 @@ pub struct Question {
     /// ([`abbreviations`]).
     #[serde(skip)]
     abbreviations: BTreeMap<String, String>,
+    /// The code the question asks the meaning of ("what does AHP mean?", "what does CTR
+    /// stand for?") and what the sources say it stands for: a line that states both
+    /// answers it, whatever else the question says of where the asker saw it.
+    defines: Option<(String, String)>,
     /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
     /// "what kind of drug"): it describes the answer, which need not say it.
     answer_type: Vec<String>,
@@ -2059,6 +2063,7 @@ impl Question {
             dated,
             footnoted,
             denied: denied_words(as_asked),
+            defines: asked_code(question, &abbreviations),
             abbreviations,
             antecedents,
             sections,
@@ -2180,6 +2185,13 @@ impl Question {
             .flat_map(id_tokens)
             .collect();
         self.ids.iter().filter(|id| named.contains(*id)).count()
+    }
+
+    /// The code the question asks the meaning of ("what does AHP mean?"), when the sources
+    /// say what it stands for: the line that says so shares all that is asked.
+    #[must_use]
+    pub fn defines(&self) -> Option<&str> {
+        self.defines.as_ref().map(|(code, _)| code.as_str())
     }
 
     /// Whether the question asks about an earlier, previous or superseded version (or
@@ -2439,6 +2451,14 @@ impl Question {
     /// price of "a two bed flat"), or the line a line refers back to (`It will be out of
     /// service …` is the lift's).
     fn misses_of(&self, text: &str, source: Option<&str>, context: Option<&str>) -> Option<String> {
+        if let Some((code, name)) = &self.defines {
+            let lower = text.to_lowercase();
+            let said = words(text);
+            return (!(said.contains(&code.as_str()) && lower.contains(&name.to_lowercase())))
+                .then(|| {
+                    format!("the question asks what `{code}` stands for, and it does not say")
+                });
+        }
         if !self.fits(text) {
             return Some(
                 "it states ages, group sizes, days or a record that leave out those the question states"
@@ -3287,6 +3307,16 @@ impl Question {
                 judge(line[clauses[i].0..clauses[j].1].trim(), None, None);
             }
         }
+        // "What does AHP mean?": the definition alone (`AHP = absorbent hygiene
+        // products`), of a legend that defines others too.
+        if let Some((code, name)) = &self.defines {
+            let lower = line.to_lowercase();
+            for form in [format!("{code} = {name}"), format!("{name} ({code})")] {
+                if let Some(at) = lower.find(&form.to_lowercase()) {
+                    judge(&line[at..at + form.len()], None, None);
+                }
+            }
+        }
         // "Cash on a Premier policy": of values each labelled with whom it is for (`Cash up
         // to £250 (Essentials), £500 (Standard) or £1,000 (Premier)`), the one labelled with
         // a member the question names, after what the list says they are.
@@ -3327,6 +3357,16 @@ impl Question {
         for f in &mut found {
             if ends.contains(&f.2.as_str()) {
                 f.0 += 3;
+            }
+        }
+        // A definition asked for is the answer over the legend that holds it.
+        if let Some((code, name)) = &self.defines {
+            let forms = [format!("{code} = {name}"), format!("{name} ({code})")];
+            let defining = |f: &(usize, usize, String, usize, usize)| {
+                forms.iter().any(|x| f.2.eq_ignore_ascii_case(x))
+            };
+            if found.iter().any(defining) {
+                found.retain(defining);
             }
         }
         // A record's span says whose it is: it opens with the record's first field (see
@@ -3904,8 +3944,15 @@ fn abbreviations(
             .trim()
             .trim_end_matches('.');
             let first = code.chars().next().map(|c| c.to_ascii_lowercase());
+            // A name in lower case (`AHP = absorbent hygiene products`) is one when its
+            // words' initials spell the code.
+            let initials: String = words(name)
+                .iter()
+                .filter_map(|w| w.chars().next())
+                .collect::<String>()
+                .to_uppercase();
             if is_abbreviation(code)
-                && name.starts_with(char::is_uppercase)
+                && (name.starts_with(char::is_uppercase) || initials == code)
                 && name.chars().next().map(|c| c.to_ascii_lowercase()) == first
                 && (1..=6).contains(&words(name).len())
             {
@@ -3945,6 +3992,25 @@ fn rate_periods(text: &str) -> BTreeSet<&'static str> {
         }
     }
     out
+}
+
+/// The code `question` asks the meaning of (`what does AHP mean`, `what does CTR stand for`,
+/// `what is meant by DMR`), with the name the sources give it.
+fn asked_code(
+    question: &str,
+    abbreviations: &BTreeMap<String, String>,
+) -> Option<(String, String)> {
+    let w = words(question);
+    let lower: Vec<String> = w.iter().map(|t| t.to_lowercase()).collect();
+    let asks = lower.windows(2).any(|p| p == ["stand", "for"])
+        || lower
+            .iter()
+            .any(|t| ["mean", "means", "meaning", "meant"].contains(&t.as_str()));
+    if !asks || lower.first().is_none_or(|f| f != "what") {
+        return None;
+    }
+    w.iter()
+        .find_map(|t| abbreviations.get(*t).map(|n| ((*t).to_owned(), n.clone())))
 }
 
 /// A list of values each labelled in brackets with whom it is for (`Cash up to £250
@@ -6866,6 +6932,29 @@ mod natural_documents {
             .is_some_and(|m| m.contains("per year")));
         assert_eq!(
             q.misses("Home business equipment cover costs £35 a year."),
+            None
+        );
+    }
+
+    /// "What does AHP mean?" is answered by the line that says what it stands for, with
+    /// that definition alone.
+    #[test]
+    fn a_code_asked_the_meaning_of_is_answered_by_its_definition() {
+        let store = one(
+            "bins",
+            "Bins\nPurple AHP sacks are free for approved households.\nAbbreviations: DMR = dry mixed recycling · AHP = absorbent hygiene products · CTR = Council Tax Reduction",
+        );
+        let q = Question::new("what does AHP mean on the bins page", &store);
+        assert_eq!(q.defines(), Some("AHP"));
+        assert!(q
+            .misses("Purple AHP sacks are free for approved households.")
+            .is_some());
+        assert_eq!(
+            q.spans("Abbreviations: DMR = dry mixed recycling · AHP = absorbent hygiene products · CTR = Council Tax Reduction")[0],
+            "AHP = absorbent hygiene products"
+        );
+        assert_eq!(
+            Question::new("How much are AHP sacks?", &store).defines(),
             None
         );
     }

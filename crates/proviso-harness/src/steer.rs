@@ -903,6 +903,12 @@ fn assess<'a>(
         .filter(|t| !typed(t) && asking.contains(**t))
         .count()
         .clamp(1, 2);
+    // "What does AHP mean on the bins page?": the code is all a definition shares.
+    let needed = if question.defines().is_some() {
+        1
+    } else {
+        needed
+    };
     // A range holding the asker's own age, group size, length of time or release
     // (`children 3–12` for "my 8-year-old") states the words the question gives them in.
     if shared.iter().filter(|t| !typed(t)).count() + question.held(quote) < needed {
