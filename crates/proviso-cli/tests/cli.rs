@@ -645,7 +645,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // wrong, test 8 and 3; waste dev 10 and 1, test 8 and 4. Tuned on their dev halves.
         ("insurance", "dev", 20, 14, 0),
         ("insurance", "test", 20, 10, 2),
-        ("waste", "dev", 20, 10, 1),
+        ("waste", "dev", 20, 11, 1),
         ("waste", "test", 20, 8, 4),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");

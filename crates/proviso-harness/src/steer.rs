@@ -668,6 +668,9 @@ pub fn rank_citations(
         else {
             continue;
         };
+        if record_for_another(store, question, source, version, quote) {
+            continue;
+        }
         spans.truncate(SPANS_PER_LINE);
         // A word only the section states counts half: the section is shared by every line
         // under it, and says less about each than the line's own words.
@@ -826,6 +829,32 @@ fn record_stems(store: &SourceStore, source: &str, version: &str, quote: &str) -
         .filter(|l| l.starts_with(&prefix) && l.as_str() != quote)
         .flat_map(|l| content_stems(l))
         .collect()
+}
+
+/// Whether the record `quote` is a line of is for another member of a series the question
+/// names one of (`id: AR-C01; …; address: …` when another line of it says `region:
+/// Central` and the question asks about the South Coast): its other lines say whom it is
+/// for, and none says the member asked about.
+fn record_for_another(
+    store: &SourceStore,
+    question: &Question,
+    source: &str,
+    version: &str,
+    quote: &str,
+) -> bool {
+    let Some(key) = record_key(quote) else {
+        return false;
+    };
+    let prefix = format!("{key}; ");
+    let fits: Vec<Option<bool>> = store
+        .versions(source)
+        .iter()
+        .filter(|d| d.version() == version)
+        .flat_map(|d| d.lines().iter())
+        .filter(|l| l.starts_with(&prefix))
+        .map(|l| question.member_fits(l))
+        .collect();
+    fits.contains(&Some(false)) && !fits.contains(&Some(true))
 }
 
 /// The stems that name the question's subject: its rare names and its ids' stems. A line
@@ -1606,6 +1635,44 @@ Soup is served from noon.",
             "Charge the Zephyr for 4 hours before the first ride.",
         );
         assert!(refused.is_some());
+    }
+
+    /// A record's field is not offered when its record's other lines say it is for another
+    /// member of a series the question names one of.
+    #[test]
+    fn a_records_field_for_another_member_is_not_offered() {
+        let records = [
+            "id: AR-C01; name: Vale Roofing; type: roofer",
+            "id: AR-C01; name: Vale Roofing; region: Central",
+            "id: AR-C01; name: Vale Roofing; address: 17 Cooper's Walk, Thornbury Vale",
+            "id: AR-S01; name: Saltmere Roofing; type: roofer",
+            "id: AR-S01; name: Saltmere Roofing; region: South Coast",
+            "id: AR-S01; name: Saltmere Roofing; address: Unit 12, Dunes Estate, Saltmere",
+            "Region: Central; Loading: +5%",
+            "Region: South Coast; Loading: +14%",
+            "Region: North; Loading: 0%",
+        ];
+        let mut store = SourceStore::new();
+        store
+            .insert(
+                proviso_contract::SourceDocument::new("repairers", "v1", true, &records.join("\n"))
+                    .records(),
+            )
+            .unwrap();
+        let line = |n: usize| {
+            json!({"quote": records[n - 1], "source_id": "repairers", "version": "v1",
+                "line_start": n, "line_end": n})
+        };
+        let q = Question::new(
+            "What is the roofing address in the South Coast region?",
+            &store,
+        );
+        let ranked = rank_citations(&[line(3), line(6)], &q, &store, 2);
+        assert!(
+            ranked.iter().all(|c| c.citation["line_start"] != 3),
+            "{ranked:?}"
+        );
+        assert_eq!(ranked[0].citation["line_start"], 6, "{ranked:?}");
     }
 
     /// A record's line is ranked with what its record's other lines say, and a record of
