@@ -1224,7 +1224,7 @@ pub fn times(text: &str) -> Vec<String> {
         // A day of a month, either way round (`16 June`, `June 16`), as `16 june`: the month
         // alone does not tell `5 June` from `16 June`.
         if MONTHS.contains(t) {
-            let day = |w: Option<&&str>| w.and_then(|w| day_of_month(w));
+            let day = |w: Option<&&str>| w.and_then(|w| day_of(w));
             let before = i.checked_sub(1).and_then(|j| day(tokens.get(j)));
             if let Some(d) = before.or_else(|| day(tokens.get(i + 1))) {
                 out.push(format!("{d} {t}"));
@@ -1233,7 +1233,7 @@ pub fn times(text: &str) -> Vec<String> {
         // A day of the month by its ordinal (`collected on the 1st or the 15th of the
         // month`): after `the`, in a text about months.
         if t.ends_with(['t', 'd', 'h'])
-            && day_of_month(t).is_some()
+            && day_of(t).is_some()
             && i.checked_sub(1).is_some_and(|j| tokens[j] == "the")
             && tokens.iter().any(|w| w.starts_with("month"))
         {
@@ -1263,18 +1263,6 @@ pub fn times(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// The day of a month `word` writes (`16`, `16th`, `1st`), 1 to 31.
-fn day_of_month(word: &str) -> Option<u8> {
-    let digits = ["st", "nd", "rd", "th"]
-        .iter()
-        .find_map(|s| word.strip_suffix(s))
-        .unwrap_or(word);
-    ((1..=2).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit()))
-        .then(|| digits.parse::<u8>().ok())
-        .flatten()
-        .filter(|d| (1..=31).contains(d))
 }
 
 /// Most words of the noun phrase an amount counts (`5 active interlibrary loan requests`).

@@ -985,6 +985,11 @@ pub struct Question {
     /// stand for?") and what the sources say it stands for: a line that states both
     /// answers it, whatever else the question says of where the asker saw it.
     defines: Option<(String, String)>,
+    /// The periods the question asks a rate for (`per year`: [`rate_periods`]).
+    periods: BTreeSet<&'static str>,
+    /// Whether what the question asks beyond its subject includes a limit (`latest`, and
+    /// for a time `last`): a line stating a limit states it.
+    limit_beyond: bool,
     /// The kind of thing asked for, as stems (`trial` in "which trial", `kind` and `drug` in
     /// "what kind of drug"): it describes the answer, which need not say it.
     answer_type: Vec<String>,
@@ -1833,6 +1838,11 @@ impl Question {
             })
             .collect();
         let beyond = if telling.is_empty() { beyond } else { telling };
+        let limit_beyond = beyond.iter().any(|t| {
+            LIMIT_ASKED.iter().any(|w| stem(w) == *t)
+                || (answer_kind == AnswerKind::Time
+                    && ["last", "final"].iter().any(|w| stem(w) == *t))
+        });
         // A measure outside every band the sources state of its unit (`250 sq ft` where
         // the bands stop at `121–175 sq ft`), when they state it in bands, is one they
         // give nothing for.
@@ -2064,6 +2074,8 @@ impl Question {
             footnoted,
             denied: denied_words(as_asked),
             defines: asked_code(question, &abbreviations),
+            periods: rate_periods(question),
+            limit_beyond,
             abbreviations,
             antecedents,
             sections,
@@ -2192,6 +2204,15 @@ impl Question {
     #[must_use]
     pub fn defines(&self) -> Option<&str> {
         self.defines.as_ref().map(|(code, _)| code.as_str())
+    }
+
+    /// How a line writes the definition the question asks for (`AHP = absorbent hygiene
+    /// products`, `absorbent hygiene products (AHP)`); none when it asks for none.
+    fn definitions(&self) -> Vec<String> {
+        self.defines
+            .iter()
+            .flat_map(|(code, name)| [format!("{code} = {name}"), format!("{name} ({code})")])
+            .collect()
     }
 
     /// Whether the question asks about an earlier, previous or superseded version (or
@@ -2633,12 +2654,18 @@ impl Question {
                 }
                 // "How much is it per year?": a rate for another period (`£1.80 per day`)
                 // is not it, and the harness does not multiply.
-                let asked = rate_periods(&self.text);
                 let stated = rate_periods(text);
-                if !asked.is_empty() && !stated.is_empty() && asked.is_disjoint(&stated) {
+                if !self.periods.is_empty()
+                    && !stated.is_empty()
+                    && self.periods.is_disjoint(&stated)
+                {
                     return Some(format!(
                         "the question asks for a rate per {}, and it states one per {}",
-                        asked.iter().copied().collect::<Vec<_>>().join(" or "),
+                        self.periods
+                            .iter()
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(" or "),
                         stated.iter().copied().collect::<Vec<_>>().join(" or ")
                     ));
                 }
@@ -2791,14 +2818,9 @@ impl Question {
                     })
                 })
             });
-        // "The last date I can report it": a limit asked (`latest`, and for a time `last`)
-        // is stated by a clause that states one (`up to and including 31 January`).
-        let limit = |t: &String| {
-            LIMIT_ASKED.iter().any(|w| stem(w) == *t)
-                || (self.kind == AnswerKind::Time
-                    && ["last", "final"].iter().any(|w| stem(w) == *t))
-        };
-        let limited = beyond.iter().any(limit)
+        // "The last date I can report it": a limit asked is stated by a clause that states
+        // one (`up to and including 31 January`).
+        let limited = self.limit_beyond
             && words(&text.to_lowercase())
                 .iter()
                 .any(|w| LIMIT_MARKS.contains(w) || ["until", "till"].contains(w));
@@ -3309,12 +3331,10 @@ impl Question {
         }
         // "What does AHP mean?": the definition alone (`AHP = absorbent hygiene
         // products`), of a legend that defines others too.
-        if let Some((code, name)) = &self.defines {
-            let lower = line.to_lowercase();
-            for form in [format!("{code} = {name}"), format!("{name} ({code})")] {
-                if let Some(at) = lower.find(&form.to_lowercase()) {
-                    judge(&line[at..at + form.len()], None, None);
-                }
+        let definitions = self.definitions();
+        for form in &definitions {
+            if let Some(at) = line.to_lowercase().find(&form.to_lowercase()) {
+                judge(&line[at..at + form.len()], None, None);
             }
         }
         // "Cash on a Premier policy": of values each labelled with whom it is for (`Cash up
@@ -3360,14 +3380,11 @@ impl Question {
             }
         }
         // A definition asked for is the answer over the legend that holds it.
-        if let Some((code, name)) = &self.defines {
-            let forms = [format!("{code} = {name}"), format!("{name} ({code})")];
-            let defining = |f: &(usize, usize, String, usize, usize)| {
-                forms.iter().any(|x| f.2.eq_ignore_ascii_case(x))
-            };
-            if found.iter().any(defining) {
-                found.retain(defining);
-            }
+        let defining = |f: &(usize, usize, String, usize, usize)| {
+            definitions.iter().any(|x| f.2.eq_ignore_ascii_case(x))
+        };
+        if found.iter().any(defining) {
+            found.retain(defining);
         }
         // A record's span says whose it is: it opens with the record's first field (see
         // below). A clause of one of its values (`Sat 09:00–12:00` of `hours: Mon–Fri …,

@@ -817,18 +817,28 @@ fn record_key(quote: &str) -> Option<&str> {
 /// and version that open with the same key (`route: Bus X9; …`). Empty for a line that is
 /// not a record's.
 fn record_stems(store: &SourceStore, source: &str, version: &str, quote: &str) -> BTreeSet<String> {
-    let Some(key) = record_key(quote) else {
-        return BTreeSet::new();
-    };
-    let prefix = format!("{key}; ");
+    record_lines(store, source, version, quote)
+        .filter(|l| *l != quote)
+        .flat_map(content_stems)
+        .collect()
+}
+
+/// The lines of the record `quote` belongs to, itself among them: the lines of its source
+/// and version that open with the same key. None for a line that is not a record's.
+fn record_lines<'a>(
+    store: &'a SourceStore,
+    source: &str,
+    version: &'a str,
+    quote: &str,
+) -> impl Iterator<Item = &'a str> {
+    let prefix = record_key(quote).map(|key| format!("{key}; "));
     store
         .versions(source)
         .iter()
-        .filter(|d| d.version() == version)
+        .filter(move |d| d.version() == version)
         .flat_map(|d| d.lines().iter())
-        .filter(|l| l.starts_with(&prefix) && l.as_str() != quote)
-        .flat_map(|l| content_stems(l))
-        .collect()
+        .filter(move |l| prefix.as_ref().is_some_and(|p| l.starts_with(p.as_str())))
+        .map(String::as_str)
 }
 
 /// Whether the record `quote` is a line of is for another member of a series the question
@@ -842,16 +852,7 @@ fn record_for_another(
     version: &str,
     quote: &str,
 ) -> bool {
-    let Some(key) = record_key(quote) else {
-        return false;
-    };
-    let prefix = format!("{key}; ");
-    let fits: Vec<Option<bool>> = store
-        .versions(source)
-        .iter()
-        .filter(|d| d.version() == version)
-        .flat_map(|d| d.lines().iter())
-        .filter(|l| l.starts_with(&prefix))
+    let fits: Vec<Option<bool>> = record_lines(store, source, version, quote)
         .map(|l| question.member_fits(l))
         .collect();
     fits.contains(&Some(false)) && !fits.contains(&Some(true))
