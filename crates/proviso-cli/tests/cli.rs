@@ -603,8 +603,8 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
     for (corpus, split, questions, least_right, most_wrong) in [
         ("parks", "all", 40, 32, 0),
         ("hostel", "all", 40, 31, 0),
-        ("software", "all", 40, 27, 1),
-        ("council", "all", 40, 22, 2),
+        ("software", "all", 40, 28, 0),
+        ("council", "all", 40, 22, 1),
         ("vet", "all", 40, 25, 2),
         ("storage", "all", 40, 25, 2),
         ("handbook", "all", 40, 20, 1),
@@ -626,7 +626,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // and 3; museum dev 4 and 2, test 10 and 1.
         ("water", "dev", 20, 13, 0),
         ("water", "test", 20, 8, 2),
-        ("museum", "dev", 20, 7, 2),
+        ("museum", "dev", 20, 8, 1),
         ("museum", "test", 20, 12, 2),
         // Written fresh at the end of session 37 the same way and split at random (seed
         // 37) before any result was read. First run, harness: dev 9 right and 3 wrong,
@@ -647,6 +647,14 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("insurance", "test", 20, 10, 2),
         ("waste", "dev", 20, 11, 1),
         ("waste", "test", 20, 8, 4),
+        // Written fresh in session 40 the same way and split at random (seeds 42 and 43)
+        // before any result was read. First run, harness: nursery dev 7 right and 4
+        // wrong, test 11 and 1; energy dev 9 and 2, test 10 and 2. Tuned on their dev
+        // halves.
+        ("nursery", "dev", 20, 11, 3),
+        ("nursery", "test", 20, 14, 2),
+        ("energy", "dev", 20, 15, 0),
+        ("energy", "test", 20, 10, 2),
     ] {
         let bank = format!("corpora/{corpus}/questions.json");
         let docs = format!("corpora/{corpus}");

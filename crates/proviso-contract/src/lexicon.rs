@@ -721,10 +721,82 @@ pub fn content_words(text: &str) -> Vec<&str> {
 /// [`with_redone`]: `open again` is `open` and `reopen`.
 #[must_use]
 pub fn content_stems(text: &str) -> Vec<String> {
-    content_words(&reading(text))
+    let mut stems: Vec<String> = content_words(&reading(text))
         .into_iter()
         .map(stem)
+        .collect();
+    // A compound written with a hyphen (`home-made`, `drop-off`) is also the one word it is
+    // written as elsewhere (`homemade`, `dropoff`): one text may hyphenate what another
+    // closes up.
+    // Stems are short, so a compound whose first word is long is already that word's stem.
+    for (first, whole) in hyphenated(text) {
+        let whole = stem(&whole);
+        if whole != stem(first) {
+            stems.push(whole);
+        }
+    }
+    stems
+}
+
+/// What one party does and the verbs the other says it with: the asker earns what the
+/// provider pays (`Do I earn interest?`, `We pay interest at 1.5%`), receives what it sends.
+/// General English only.
+const CONVERSES: &[(&str, &[&str])] = &[
+    ("earn", &["pay", "paid"]),
+    ("receive", &["send", "sent", "give", "pay", "paid", "issue"]),
+    ("borrow", &["lend", "lent", "loan"]),
+    ("lend", &["borrow"]),
+    ("buy", &["sell", "sold"]),
+    ("sell", &["buy", "bought"]),
+    ("rent", &["let", "hire"]),
+];
+
+/// The stems of the verbs that say from the other side what the verb of `verb_stem` says
+/// ([`CONVERSES`]).
+#[must_use]
+pub fn converse_stems(verb_stem: &str) -> Vec<String> {
+    CONVERSES
+        .iter()
+        .filter(|(verb, _)| stem(verb) == verb_stem)
+        .flat_map(|(_, others)| others.iter().map(|o| stem(o)))
         .collect()
+}
+
+/// The seasons of the northern temperate year, from December's.
+const SEASONS: [&str; 4] = ["winter", "spring", "summer", "autumn"];
+
+/// Whether `stems` name a season ([`season_stems`] is worth reading for them).
+#[must_use]
+pub fn names_season(stems: &[String]) -> bool {
+    static STEMS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let seasons = STEMS.get_or_init(|| SEASONS.iter().map(|s| stem(s)).collect());
+    stems.iter().any(|s| seasons.contains(s))
+}
+
+/// The stems of the seasons the dates of `text` fall in (`27 October` is in the autumn):
+/// a question may name the season where a text gives the date.
+#[must_use]
+pub fn season_stems(text: &str) -> Vec<String> {
+    let mut seasons: Vec<&str> = stated_dates(text)
+        .into_iter()
+        .map(|(_, month, _)| SEASONS[(month as usize % 12) / 3])
+        .collect();
+    seasons.sort_unstable();
+    seasons.dedup();
+    seasons.into_iter().map(stem).collect()
+}
+
+/// The hyphenated compounds of two words of letters in `text` (`home-made`): the first word
+/// and the compound closed up (`homemade`).
+fn hyphenated(text: &str) -> impl Iterator<Item = (&str, String)> + '_ {
+    text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '/'))
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter_map(|t| {
+            let (a, b) = t.split_once('-')?;
+            let letters = |p: &str| p.chars().count() >= 3 && p.chars().all(char::is_alphabetic);
+            (letters(a) && letters(b) && a.chars().count() + b.chars().count() >= 6)
+                .then(|| (a, format!("{a}{b}")))
+        })
 }
 
 /// `text` as its content is read: a verb done `again` gains its `re-` verb
@@ -1722,7 +1794,10 @@ pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
                             && !["year", "years", "yrs"].contains(&w)
                             && !AGE_VERBS.contains(&w)
                     });
-                if let Some(r) = range.filter(|_| !counted) {
+                // `babies under 6 months`: an age in months or weeks, which
+                // [`age_ranges_in_months`] reads.
+                let short = matches!(next, Some("month" | "months" | "week" | "weeks"));
+                if let Some(r) = range.filter(|_| !counted && !short) {
                     out.push(r);
                 }
             }
@@ -1780,6 +1855,69 @@ pub fn age_ranges(text: &str) -> Vec<(u32, u32)> {
 
 /// Words for people of an age, after which a range of numbers is a range of ages
 /// (`children 3–12`, `juniors under 18`).
+/// The age a question states, in months, as the range it spans: `my 9-month-old` is 9 to
+/// 9, `I'm 22` ([`stated_age`]) 264 to 275.
+#[must_use]
+pub fn stated_age_in_months(text: &str) -> Option<(u32, u32)> {
+    let t = age_tokens(text);
+    let at = |i: usize| t.get(i).map(String::as_str);
+    for (i, token) in t.iter().enumerate() {
+        let Some(n) = years_in(token) else { continue };
+        let months = matches!(at(i + 1), Some("month" | "months" | "mth" | "mths"));
+        let old = matches!(at(i + 2), Some("old" | "olds"));
+        let aged = matches!(i.checked_sub(1).and_then(at), Some("aged" | "age"));
+        let is = matches!(
+            i.checked_sub(1).and_then(at),
+            Some("i'm" | "i\u{2019}m" | "am" | "he's" | "she's" | "is" | "turned")
+        );
+        if months && (old || aged || is) {
+            return Some((n, n));
+        }
+    }
+    stated_age(text).map(|y| (y * 12, y * 12 + 11))
+}
+
+/// The ranges of age `text` states, in months: those in years ([`age_ranges`]), and those
+/// written in months where the text speaks of ages (`Babies under 6 months`, `age_group:
+/// 6-17 months`, `from 3 months`).
+#[must_use]
+pub fn age_ranges_in_months(text: &str) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = age_ranges(text)
+        .into_iter()
+        .map(|(lo, hi)| (lo * 12, hi * 12 + 11))
+        .collect();
+    let t = age_tokens(text);
+    let about_ages = t.iter().any(|w| {
+        AGED_PEOPLE.contains(&w.as_str())
+            || ["age", "aged", "ages", "baby", "old", "olds"].contains(&w.as_str())
+    });
+    if !about_ages {
+        return out;
+    }
+    let at = |i: usize| t.get(i).map(String::as_str);
+    for i in 0..t.len() {
+        if !matches!(at(i), Some("month" | "months")) {
+            continue;
+        }
+        let Some(n) = i.checked_sub(1).and_then(at).and_then(years_in) else {
+            continue;
+        };
+        let before = i.checked_sub(2).and_then(at);
+        let first = i.checked_sub(3).and_then(at).and_then(years_in);
+        let range = match (before, first) {
+            (Some("under" | "below"), _) => Some((0, n.saturating_sub(1))),
+            (Some("over" | "above"), _) => Some((n + 1, 1440)),
+            (Some("from"), _) => Some((n, 1440)),
+            // `6-17 months`, `6 to 17 months`: the tokens drop the dash.
+            (Some(lo), _) if years_in(lo).is_some() => years_in(lo).map(|lo| (lo, n)),
+            (Some("to" | "and"), Some(lo)) => Some((lo, n)),
+            _ => None,
+        };
+        out.extend(range);
+    }
+    out
+}
+
 const AGED_PEOPLE: &[&str] = &[
     "children",
     "child",
@@ -3385,6 +3523,30 @@ mod tests {
             content_stems("wifi board")
         );
         assert!(content_stems("an e-book").contains(&stem("books")));
+        assert!(converse_stems(&stem("earn")).contains(&stem("pays")));
+        assert!(converse_stems(&stem("pay")).is_empty());
+        // A date states its season; `may` the verb states none.
+        assert_eq!(
+            season_stems("Training day: Monday 27 October 2025"),
+            [stem("autumn")]
+        );
+        assert_eq!(
+            season_stems("from 1 December to 28 February"),
+            [stem("winter")]
+        );
+        assert!(season_stems("You may bring a friend.").is_empty());
+        // A compound one text hyphenates is the word another closes up; not a phrasal
+        // verb's particle (`grown-up`), nor a long first word's own stem again.
+        assert!(content_stems("home-made cakes").contains(&stem("homemade")));
+        assert!(content_stems("home-made cakes").contains(&stem("home")));
+        assert_eq!(
+            content_stems("a grown-up card"),
+            content_stems("a grown up card")
+        );
+        assert_eq!(
+            content_stems("a placebo-controlled study"),
+            content_stems("a placebo controlled study")
+        );
         assert_ne!(stem("need"), stem("ne"));
         assert_eq!(stem("speed"), stem("speeds"));
         assert_ne!(stem("speed"), stem("spa"));

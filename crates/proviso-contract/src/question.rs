@@ -15,15 +15,15 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    age_ranges, amounts, amounts_with_units, base_form, common_words, content_stems, content_words,
-    corrected, date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word,
-    is_duration, is_footnote_mark, is_function_word, is_heading, is_label, is_light_word,
-    is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words, money_amounts,
-    names_month, party_ranges, place_nouns, reading, release_ranges, stated_age, stated_dates,
-    stated_lengths, stated_measures, stated_party, stated_releases, stated_years, states_extent,
-    states_location, states_money, states_size, states_temperature, stem, times, unclipped,
-    with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
-    NUMBER_WORDS,
+    age_ranges_in_months, amounts, amounts_with_units, base_form, common_words, content_stems,
+    content_words, converse_stems, corrected, date_ranges, dates_held, days_per, days_stated,
+    is_calendar_word, is_common_word, is_duration, is_footnote_mark, is_function_word, is_heading,
+    is_label, is_light_word, is_weekday, is_year, length_ranges, locators, measure_ranges,
+    measure_words, money_amounts, names_month, names_season, party_ranges, place_nouns, reading,
+    release_ranges, season_stems, stated_age, stated_age_in_months, stated_dates, stated_lengths,
+    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
+    states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
+    without_locators, without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -91,6 +91,9 @@ impl AnswerKind {
             "what month",
             "which month",
             "what time",
+            // "What hours is the cheap rate?": when in the day, not how many hours.
+            "what hours",
+            "which hours",
             "since when",
             "until when",
             "until what date",
@@ -193,19 +196,27 @@ impl AnswerKind {
             || q.starts_with("what's")
             || w.get(1).is_some_and(|s| ["what", "which"].contains(s))
             || phrase;
-        // "What do I pay for the water part?", "what would we owe?": a sum.
+        // "What do I pay for the water part?", "what would we owe?", "what am I paying
+        // per unit?", "what will I be charged?": a sum.
         let pays = first == "what"
             && w.get(1).is_some_and(|a| {
-                ["do", "does", "did", "will", "would", "should", "must"].contains(a)
+                [
+                    "do", "does", "did", "will", "would", "should", "must", "am", "are", "is",
+                ]
+                .contains(a)
             })
-            && w.get(3).is_some_and(|v| ["pay", "owe"].contains(v));
-        // "What's the most I can get?", "the least we'd pay": the most of what the asker
-        // does is an amount, whatever the verb.
+            && w.iter()
+                .skip(2)
+                .take(3)
+                .any(|v| ["pay", "paying", "owe", "owing", "charged", "billed"].contains(v));
+        // "What's the most I can get?", "the least we'd pay", "the most the fund could give
+        // us": the most of what someone does is an amount, whatever the verb.
         let utmost = w.windows(3).any(|p| {
             p[0] == "the"
                 && ["most", "least"].contains(&p[1])
                 && [
-                    "i", "we", "you", "they", "he", "she", "someone", "anyone", "one",
+                    "i", "we", "you", "they", "he", "she", "someone", "anyone", "one", "the", "a",
+                    "my", "our", "your", "their",
                 ]
                 .contains(&p[2])
         });
@@ -931,6 +942,10 @@ pub struct Question {
     /// `larchfield` in `Larchfield Park`): what kind of thing it names.
     #[serde(skip)]
     heads: BTreeMap<String, String>,
+    /// For a proper name the question writes in a run of capitalised words (`EV Night`),
+    /// the run's words, lower case.
+    #[serde(skip)]
+    runs: BTreeMap<String, Vec<String>>,
     /// For a proper name, what the record about it says it is in a key and a short value
     /// (`zone 1` for `portugal`), as lower-case words.
     #[serde(skip)]
@@ -973,6 +988,10 @@ pub struct Question {
     /// The footnotes of each line that carries their marks (`£6.80 ¹`), by line.
     #[serde(skip)]
     footnoted: BTreeMap<String, String>,
+    /// The lines that carry each footnote's mark, by source and footnote: what the note is
+    /// about.
+    #[serde(skip)]
+    marked_by: BTreeMap<(String, String), String>,
     /// What the asker says does not hold of them ([`denied_words`]).
     #[serde(skip)]
     denied: BTreeSet<String>,
@@ -1101,6 +1120,7 @@ impl Question {
         // Each source's title (its first line), lower case.
         let mut titles: BTreeMap<String, String> = BTreeMap::new();
         let mut footnoted: BTreeMap<String, String> = BTreeMap::new();
+        let mut marked_by: BTreeMap<(String, String), String> = BTreeMap::new();
         let mut sections: BTreeMap<(String, String), String> = BTreeMap::new();
         let mut antecedents: BTreeMap<(String, String), String> = BTreeMap::new();
         // Records that others refer to by their id (`id: pl; name: Pellinghurst Surgery`):
@@ -1157,6 +1177,13 @@ impl Question {
                 // table answer for what its footnote is about.
                 if !noted.is_empty() {
                     footnoted.insert(line.to_owned(), noted.join(" "));
+                }
+                for note in &noted {
+                    let about = marked_by
+                        .entry((d.source_id().to_owned(), (*note).to_owned()))
+                        .or_default();
+                    about.push_str(line);
+                    about.push('\n');
                 }
                 let signed = is_signature(line);
                 let context = match (section.or(named.as_deref()), before) {
@@ -1957,6 +1984,15 @@ impl Question {
                 proper.push(lower);
             }
         }
+        let runs: BTreeMap<String, Vec<String>> = proper
+            .iter()
+            .filter_map(|n| {
+                capital_runs(question)
+                    .into_iter()
+                    .find(|r| r.len() >= 2 && r.contains(n))
+                    .map(|r| (n.clone(), r))
+            })
+            .collect();
         // What a record about a named thing says of it in a key and a short value (`zone:
         // 1` of `country: Portugal`): a line that writes the two together (`Zone 1
         // countries`) speaks of the thing by its kind, and of nothing else the record is.
@@ -2052,6 +2088,7 @@ impl Question {
             measure,
             proper,
             heads,
+            runs,
             kinds,
             unstated,
             unheard,
@@ -2072,6 +2109,7 @@ impl Question {
             titles,
             dated,
             footnoted,
+            marked_by,
             denied: denied_words(as_asked),
             defines: asked_code(question, &abbreviations),
             periods: rate_periods(question),
@@ -2292,6 +2330,12 @@ impl Question {
             .antecedents
             .get(&(source.to_owned(), line.to_owned()))
             .map_or("", String::as_str);
+        // A footnote (`³ Night rate hours: …`) names what the rows that carry its mark name
+        // (`Tariff: Night Saver`).
+        let marking = self
+            .marked_by
+            .get(&(source.to_owned(), line.to_owned()))
+            .map_or("", String::as_str);
         // A member of a series the question names (`Pro` of the tiers) is checked by
         // [`Question::member_fits`]: a line that names no member of it states a rule for
         // all of them.
@@ -2303,6 +2347,7 @@ impl Question {
         };
         let general = self.member_fits(line).is_none();
         // A line that writes a name by its abbreviation (`Weekly (WET, CAD)`) states it.
+        let written = line;
         let line = &self.unabbreviated(line);
         // "No. We don't add fluoride to any of our supplies.": a rule for every place the
         // sources serve holds for the one asked about, when the line names no other.
@@ -2337,9 +2382,10 @@ impl Question {
                 || (undated
                     && is_calendar_word(n)
                     && self.dated.get(source).is_some_and(|t| states_name(t, n)))
-                || [line, title, section_text, before]
+                || [line, title, section_text, before, marking]
                     .iter()
                     .any(|text| states_name(text, n))
+                    && !self.other_name(written, n)
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
                 || self.kinds.get(n).is_some_and(|kinds| {
                     let written: Vec<String> =
@@ -2368,6 +2414,55 @@ impl Question {
             .chain(content_stems(title))
             .collect();
         self.states_half_the_subject(&near)
+    }
+
+    /// Whether `text` writes the proper name `n` only as part of another name: the
+    /// question writes it in a run (`EV Night`), and every run of `text` holding it has
+    /// another capitalised word and none of the run's others (`Night Saver`).
+    fn other_name(&self, text: &str, n: &str) -> bool {
+        let Some(run) = self.runs.get(n) else {
+            return false;
+        };
+        let holding: Vec<Vec<String>> = capital_runs(text)
+            .into_iter()
+            .filter(|r| r.iter().any(|w| w == n))
+            .collect();
+        !holding.is_empty()
+            && holding
+                .iter()
+                .all(|r| r.len() >= 2 && !r.iter().any(|w| w != n && run.contains(w)))
+    }
+
+    /// Whether `text` states a member of a series the question names (`West` of the
+    /// regions).
+    fn member_named_in(&self, text: &str) -> bool {
+        let text = whole_words(text);
+        self.members
+            .values()
+            .flat_map(|s| &s.named)
+            .any(|n| text.contains(&whole_words(n)))
+    }
+
+    /// How many members of a series the question names one of, other than those it names,
+    /// `text` states (`North`, `East` for a question about the West).
+    fn others_stated(&self, text: &str) -> usize {
+        let text = whole_words(text);
+        self.members
+            .values()
+            .filter(|s| !s.named.is_empty())
+            .flat_map(|s| &s.others)
+            .filter(|o| text.contains(&whole_words(o)))
+            .count()
+    }
+
+    /// Whether the question asks for a limit ("the most the fund could give") and `text`
+    /// states one (`up to £300`).
+    #[must_use]
+    pub fn limit_stated(&self, text: &str) -> bool {
+        self.asks_limit
+            && words(&text.to_lowercase())
+                .iter()
+                .any(|w| LIMIT_MARKS.contains(w))
     }
 
     /// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`).
@@ -2710,6 +2805,16 @@ impl Question {
                         .into(),
                 );
             }
+            // "Why isn't it available in the North?": a record's fields (`Region: North;
+            // Tariff: Night Saver`) name a row; they give no reason unless one says so.
+            AnswerKind::Reason
+                if record_fields(text).is_some()
+                    && !words(&text.to_lowercase())
+                        .iter()
+                        .any(|w| REASON_MARKS.contains(w) || *w == "only") =>
+            {
+                return Some("the question asks why, and it states no reason".into());
+            }
             AnswerKind::Person | AnswerKind::Place => {
                 // A place is also a numbered or an ordinal one: `room 2.04`, `the second
                 // floor`, `48 Northgate Road`.
@@ -2736,16 +2841,26 @@ impl Question {
             }
             _ => {}
         }
+        // A date states its season: "the autumn training day" asks for one in October.
+        // Read only for a question that names one: this runs for every span judged.
+        let seasons = if names_season(&self.beyond) {
+            season_stems(text)
+        } else {
+            Vec::new()
+        };
         let stems: Vec<String> = content_stems(text)
             .into_iter()
             .chain(context.map(content_stems).unwrap_or_default())
+            .chain(seasons)
             .collect();
         if let Some(verb) = &self.predicate {
             // "Can I bring my dog to the allotment?": a rule that allows or forbids what
             // the line is about (`Dogs are not allowed on any allotment site`) settles
             // whether one may, whatever verb it says it with.
             let settles = self.permission && states_permission(&stems);
-            if self.kind == AnswerKind::YesNo && !stems.contains(verb) && !settles {
+            // "Do I earn interest?": `We pay interest` says it from the other side.
+            let conversely = converse_stems(verb).iter().any(|c| stems.contains(c));
+            if self.kind == AnswerKind::YesNo && !stems.contains(verb) && !settles && !conversely {
                 return Some(format!(
                     "the question asks whether one may `{verb}…`, and it does not say"
                 ));
@@ -2870,7 +2985,11 @@ impl Question {
         if !whom(&self.text).is_disjoint(&whom(line)) {
             return None;
         }
-        holds(&ranges_of(self.age), &age_ranges(line))
+        // In months, so that a baby's age (`my 9-month-old`) meets a room's (`6-17
+        // months`) and a year's (`aged 2`) meets either.
+        let (lo, hi) = stated_age_in_months(&self.text)?;
+        let ranges = age_ranges_in_months(line);
+        (!ranges.is_empty()).then(|| ranges.iter().any(|&(a, b)| a <= hi && lo <= b))
     }
 
     /// Whether `line` is about the days of the week the question names: `false` when it
@@ -3136,10 +3255,56 @@ impl Question {
                 .is_some_and(|before| before.trim_end().ends_with([':', '.', '!', '?']))
                 && is_common_word(&w.to_lowercase())
         };
+        // A run of capitalised words that holds a proper name the question writes is the
+        // subject's whole name (`Pellmoor Software` for "Pellmoor"), not someone else's:
+        // its other words are no names either. So is a title given after the name and a
+        // colon when it states another of the question's words (`Ninefold: Contemporary
+        // Textile Art` for "the Ninefold textile exhibition"); a name is not (`Kelbridge:
+        // Anna Jones`).
+        let capital = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+        let offset = |w: &str| w.as_ptr() as usize - text.as_ptr() as usize;
+        let gap = |a: &str, b: &str| text.get(offset(a) + a.len()..offset(b)).unwrap_or(";");
+        let proper = |w: &str| self.proper.iter().any(|p| w.eq_ignore_ascii_case(p));
+        let mut in_subject = vec![false; all.len()];
+        let mut last_run: Option<(usize, usize)> = None;
+        for (start, end) in capital_run_ranges(text, &all) {
+            let run = &all[start..end];
+            let titled = last_run.is_some_and(|(_, e)| {
+                e == start
+                    && proper(all[e - 1])
+                    && gap(all[e - 1], all[start]).trim() == ":"
+                    && run
+                        .iter()
+                        .any(|w| !proper(w) && self.terms.contains(&stem(w)))
+            });
+            if (run.len() > 1 && run.iter().any(|w| proper(w))) || titled {
+                in_subject[start..end].fill(true);
+            }
+            last_run = Some((start, end));
+        }
+        // A record's key (`Venue: OG`, `Age guidance: All ages`) is no name: a capitalised
+        // word that opens a field whose key it is.
+        let key = |w: &str| {
+            let at = offset(w);
+            let before = text[..at].trim_end();
+            (before.is_empty() || before.ends_with(';'))
+                && text[at..]
+                    .split(';')
+                    .next()
+                    .and_then(|field| field.split_once(':'))
+                    .is_some_and(|(k, _)| {
+                        k[w.len()..]
+                            .chars()
+                            .all(|c| c.is_lowercase() || c.is_whitespace())
+                    })
+        };
         let mut placed = false;
         let mut count = 0;
         for (i, w) in all.iter().enumerate() {
-            let capital = w.chars().next().is_some_and(char::is_uppercase);
+            if in_subject[i] {
+                continue;
+            }
+            let capital = capital(w);
             if PLACED.contains(w) {
                 placed = true;
                 continue;
@@ -3148,7 +3313,14 @@ impl Question {
             if !(capital || (*w == "and" && placed)) {
                 placed = false;
             }
-            if i > 0 && name(w) && !opens(w) && !(self.kind == AnswerKind::Person && placed) {
+            // Who is no numbered thing (`Galleries 1–2`, `Room 4`).
+            let numbered = self.kind == AnswerKind::Person
+                && all.get(i + 1).is_some_and(|n| {
+                    n.chars().all(|c| c.is_ascii_digit())
+                        && gap(w, n).chars().all(char::is_whitespace)
+                });
+            let excluded = opens(w) || numbered || key(w);
+            if i > 0 && name(w) && !excluded && !(self.kind == AnswerKind::Person && placed) {
                 count += 1;
             }
         }
@@ -3182,16 +3354,27 @@ impl Question {
         // A line that states one value and then others for other cases (`between 20% and
         // 70% a fee of £25.00; below 20%, the fee is £60.00`): a later clause stating a
         // value is read with the line's first clause, which says what the values are.
+        // So is one after a lead and a colon (`About 18,600 households: 7,900 in the North,
+        // …`).
         let opening = line
             .split_once("; ")
+            .or_else(|| line.split_once(": "))
             .map(|(o, _)| o.trim())
             .filter(|o| values(o) > 0 && record_fields(line).is_none());
         // `said_with`: the rest of the clause a part of it is said with (the start of a
         // range for its end), which says what it is about.
         let mut judge = |span: &str, record: Option<&str>, said_with: Option<&str>| {
+            // `£15 (was £10) for every 10 minutes`: an amount is not said without the rate
+            // the line goes on to give it, past what it was.
+            if values(span) > 0 && cuts_rate(line, span) {
+                return;
+            }
             // Only where the asker's situation picks the clause (`below 20%` for their
             // `15%`): a clause read with another's words answers nothing else.
-            let situated = self.fitted(span) > 0 || self.measure_fits(span) == Some(true);
+            // Or the member of a series the question names (`2,800 in the West`).
+            let situated = self.fitted(span) > 0
+                || self.measure_fits(span) == Some(true)
+                || self.member_named_in(span);
             let head = opening.filter(|o| {
                 line.find(span).is_some_and(|at| at > o.len()) && values(span) > 0 && situated
             });
@@ -3247,7 +3430,7 @@ impl Question {
                 covered += 3;
             }
             // "What is the most…": a span that states a limit.
-            if self.asks_limit && marked(LIMIT_MARKS) {
+            if self.limit_stated(span) {
                 covered += 3;
             }
             // "I'm 22", "on a Saturday": a span whose range of age or days holds it.
@@ -3283,6 +3466,10 @@ impl Question {
                     .filter(|n| states_name(&unabbreviated, n))
                     .count();
             }
+            // A span that also states other members of a series the question names one
+            // of (`7,900 in the North, …, 2,800 in the West` for the West) says less of
+            // the one asked than the clause for it alone.
+            let covered = covered.saturating_sub(2 * self.others_stated(span));
             found.push((covered, span.len(), span.to_owned(), values(span), fit));
         };
         // A record's field, led by the record's first field (`Room type: Private twin room;
@@ -3341,15 +3528,8 @@ impl Question {
         // to £250 (Essentials), £500 (Standard) or £1,000 (Premier)`), the one labelled with
         // a member the question names, after what the list says they are.
         if let Some((lead, items)) = labelled_values(line) {
-            let named = |label: &str| {
-                let label = words(&label.to_lowercase()).join(" ");
-                self.members
-                    .values()
-                    .flat_map(|s| &s.named)
-                    .any(|v| format!(" {label} ").contains(&format!(" {v} ")))
-            };
             for (item, label) in items {
-                if named(label) {
+                if self.member_named_in(label) {
                     judge(&format!("{lead} {item}"), None, None);
                 }
             }
@@ -4193,6 +4373,41 @@ fn record_field(line: &str) -> Option<(&str, &str)> {
     Some((key.trim(), value.trim()))
 }
 
+/// The runs of capitalised words of `text`, each run's words in lower case
+/// ([`capital_run_ranges`]): `EV Night`, `Night Saver`.
+fn capital_runs(text: &str) -> Vec<Vec<String>> {
+    let all = words(text);
+    capital_run_ranges(text, &all)
+        .into_iter()
+        .map(|(start, end)| all[start..end].iter().map(|w| w.to_lowercase()).collect())
+        .collect()
+}
+
+/// The runs of capitalised words among `all`, the [`words`] of `text`, as ranges of their
+/// indices: words next to each other with only spaces between them. Punctuation ends a run
+/// (`Saver,`, `Night:`), and a bracket opens another (`Board (DSMB)` writes one name twice).
+fn capital_run_ranges(text: &str, all: &[&str]) -> Vec<(usize, usize)> {
+    let capital = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+    let offset = |w: &str| w.as_ptr() as usize - text.as_ptr() as usize;
+    let spaced = |a: &str, b: &str| {
+        text.get(offset(a) + a.len()..offset(b))
+            .is_some_and(|gap| gap.chars().all(char::is_whitespace))
+    };
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while start < all.len() {
+        let mut end = start + 1;
+        if capital(all[start]) {
+            while end < all.len() && capital(all[end]) && spaced(all[end - 1], all[end]) {
+                end += 1;
+            }
+            runs.push((start, end));
+        }
+        start = end;
+    }
+    runs
+}
+
 /// A series of records the question names members of (`Tier: Home`, `Tier: Pro`, …).
 #[derive(Debug, Clone, Default, Serialize)]
 struct Series {
@@ -4784,6 +4999,12 @@ fn is_common_noun_ing(word: &str) -> bool {
     .contains(&word)
 }
 
+/// `text` as its words in lower case, one space apart and one on each side, so that
+/// `contains` finds a phrase only as whole words (` west ` in ` 2 800 in the west `).
+fn whole_words(text: &str) -> String {
+    format!(" {} ", words(&text.to_lowercase()).join(" "))
+}
+
 /// Whether `line` states a rule for any thing of a kind (`head`, such as `park`), which
 /// holds for the one a question names (`Larchfield Park`): `a park`, `any park`, `every
 /// park`, `all parks`, and no thing of that kind by its name (`Hollins Park`).
@@ -5098,6 +5319,32 @@ fn letters_of(id: &str) -> String {
 /// space.
 /// Words that open a bracket giving what a value was before (`(previously 28 days)`,
 /// `(was £4.50)`).
+/// Whether `span`, a part of `line` that ends in an amount, leaves out the rate the line
+/// goes on to give it (`per day`, `for every 10 minutes`), after a bracket saying what it
+/// was (`£15 (was £10) for every 10 minutes`).
+fn cuts_rate(line: &str, span: &str) -> bool {
+    let Some(at) = line.find(span) else {
+        return false;
+    };
+    if !span.ends_with(|c: char| c.is_ascii_digit()) {
+        return false;
+    }
+    let mut rest = line[at + span.len()..].trim_start();
+    if let Some(bracket) = rest.strip_prefix('(') {
+        let opening = bracket
+            .split(|c: char| !c.is_alphabetic())
+            .next()
+            .unwrap_or_default()
+            .to_lowercase();
+        if FORMER_MARKS.contains(&opening.as_str()) {
+            rest = bracket.split_once(')').map_or("", |(_, r)| r.trim_start());
+        }
+    }
+    ["per ", "for every ", "for each ", "each "]
+        .iter()
+        .any(|r| rest.starts_with(r))
+}
+
 const FORMER_MARKS: [&str; 6] = [
     "previously",
     "formerly",
@@ -5168,6 +5415,7 @@ fn clauses(line: &str) -> Vec<(usize, usize)> {
 mod tests {
     use super::*;
     use crate::evidence::SourceDocument;
+    use crate::lexicon::age_ranges;
 
     /// A store of one in-force `v1` document per `(source id, text)`.
     fn store_of(documents: &[(&str, &str)]) -> SourceStore {
@@ -5228,7 +5476,7 @@ mod tests {
 
     /// Adds a source of twenty lines that name nothing, so that a name few lines state
     /// is a rare one.
-    fn insert_rules(store: &mut SourceStore) {
+    pub(super) fn insert_rules(store: &mut SourceStore) {
         let rules: Vec<String> = (1..=20)
             .map(|n| format!("Rule {n} applies to members."))
             .collect();
@@ -5253,6 +5501,17 @@ mod tests {
                 AnswerKind::Quantity,
             ),
             ("What number do I call to cancel?", AnswerKind::Quantity),
+            (
+                "I'm on the fixed tariff - what am I paying per unit?",
+                AnswerKind::Quantity,
+            ),
+            (
+                "What's the most the hardship fund could give us?",
+                AnswerKind::Quantity,
+            ),
+            ("What's the most popular class?", AnswerKind::Thing),
+            ("What hours is the cheap rate?", AnswerKind::Time),
+            ("How many hours is the course?", AnswerKind::Quantity),
             (
                 "What type of racket am I allowed to use?",
                 AnswerKind::Thing,
@@ -5726,6 +5985,7 @@ mod tests {
     fn whose_name_which_kind_and_what_a_value_was() {
         let store = store_of(&[
             ("SITES", "Sites\nBrackley Mill (BKM) is our riverside site.\nWe are rebuilding the footbridge at Brackley Mill.\nstaff_ref: K2; name: Odile Farrant; role: Footbridge works officer (Brackley Mill); phone: 0100 555"),
+            ("TRAIL", "Canoe trail\nWendle: Odile Farrant\nOpen daily.\nClosed in floods.\nLife jackets are provided.\nNo swimming.\nParking is free.\nToilets at the mill.\nCafe at the lock."),
             ("FEES", "Fees\nHire type: 2-seat canoe; Daily: £40\nHire type: 3-seat canoe; Daily: £52\nBookings must be cancelled within 7 days (previously 14 days).\nThe hardship fund gives grants of up to £200.\nI have lost my card.\nDogs are allowed on the towpath."),
         ]);
         // The question's own place, written out (`Brackley Mill` for `BKM`), is no name of
@@ -5734,6 +5994,22 @@ mod tests {
         assert!(q
             .misses("We are rebuilding the footbridge at Brackley Mill.")
             .is_some_and(|m| m.contains("asks for a name")));
+        // Nor is the subject's whole name (`Wendle Mill Canoe Trail` for "Wendle"), nor a
+        // numbered thing (`Bay 4`), nor a record's key (`Start:`).
+        let trail = Question::new("Who looks after the Wendle canoe trail?", &store);
+        for line in [
+            "Trail: Wendle: Canoe Trail; Start: Bay 4",
+            "Wendle Mill Canoe Trail",
+        ] {
+            assert!(
+                trail
+                    .misses(line)
+                    .is_some_and(|m| m.contains("asks for a name")),
+                "{line}: {:?}",
+                trail.misses(line)
+            );
+        }
+        assert_eq!(trail.misses("Wendle canoe trail: Odile Farrant"), None);
         // A record keyed by a qualified id (`staff_ref`) is cited with its name.
         let staff = "staff_ref: K2; name: Odile Farrant; role: Footbridge works officer (Brackley Mill); phone: 0100 555";
         assert!(
@@ -6368,8 +6644,8 @@ The club was founded in 1990.",
     /// others inherit, so the address of Northgate is not stated for Central.
     #[test]
     fn a_record_inherits_no_name_from_the_first_record() {
-        let records = "branch: Central Library; address: 1 Market Square\nbranch: Northgate Library; address: 48 Northgate Road";
-        let northgate = "branch: Northgate Library; address: 48 Northgate Road";
+        let records = "branch: Central Library; address: 1 Market Square\nbranch: Northgate; address: 48 Northgate Road";
+        let northgate = "branch: Northgate; address: 48 Northgate Road";
         for (as_records, stated) in [(true, false), (false, true)] {
             let mut store = SourceStore::new();
             let document = SourceDocument::new("BRANCHES", "v1", true, records);
@@ -6554,9 +6830,9 @@ The club was founded in 1990.",
 mod natural_documents {
     use super::*;
     use crate::lexicon::{
-        age_ranges, date_ranges, dates_held, days_stated, length_ranges, measure_ranges,
-        party_ranges, release_ranges, stated_age, stated_dates, stated_lengths, stated_measures,
-        stated_party, stated_releases, year_ranges,
+        age_ranges, age_ranges_in_months, date_ranges, dates_held, days_stated, length_ranges,
+        measure_ranges, party_ranges, release_ranges, stated_age, stated_age_in_months,
+        stated_dates, stated_lengths, stated_measures, stated_party, stated_releases, year_ranges,
     };
     use crate::SourceDocument;
 
@@ -7300,6 +7576,21 @@ mod natural_documents {
             Some(8)
         );
         assert_eq!(stated_age("I'm 5 minutes late."), None);
+        // Ages in months: a baby's, a room's, and a year's read in months.
+        assert_eq!(
+            stated_age_in_months("What would it cost for my 9-month-old?"),
+            Some((9, 9))
+        );
+        assert_eq!(stated_age_in_months("I'm 22."), Some((264, 275)));
+        assert_eq!(
+            age_ranges_in_months("Babies under 6 months pay £77."),
+            [(0, 5)]
+        );
+        assert_eq!(
+            age_ranges_in_months("room: Minnows; age_group: 6-17 months"),
+            [(6, 17)]
+        );
+        assert!(age_ranges_in_months("The contract runs for 6-12 months.").is_empty());
         assert_eq!(
             age_ranges(
                 "Those aged 3 to 15 pay 75%, and they pay in full from their 16th birthday."
@@ -7581,6 +7872,46 @@ mod natural_documents {
     /// states each member, where separate records (`Arm A: …, Arm B: …`) do not.
     #[test]
     fn footnotes_rates_short_days_and_listed_labels() {
+        // An amount is not said without the rate the line gives it past what it was.
+        assert!(cuts_rate(
+            "Late charge now £15 (was £10) for every 10 minutes.",
+            "Late charge now £15"
+        ));
+        assert!(!cuts_rate(
+            "Late charge now £15 (was £10).",
+            "Late charge now £15"
+        ));
+        // Of values listed per member of a series after a lead (`About 18,600 households:
+        // …`), the one for the member asked, read with the lead.
+        let store = one(
+            "regions",
+            "Regions\nregion: North; office: Alnby\nregion: East; office: Brill\nregion: West; office: Cade\nAbout 9,000 households: 5,000 in the North, 3,000 in the East and 1,000 in the West.",
+        );
+        let q = Question::new("How many households do you supply in the West?", &store);
+        let listed = line(&store, "About 9,000");
+        assert_eq!(q.spans(&listed)[0], "1,000 in the West.");
+        // A footnote names what the rows carrying its mark name.
+        let mut store = one(
+            "tariffs",
+            "Tariffs\nTariff: Night Saver; Low rate: 14.21p³\nTariff: Flex; Unit: 23.89p²\n² Flex prices change monthly.\n³ Cheap hours: 01:00 to 08:00.",
+        );
+        super::tests::insert_rules(&mut store);
+        let q = Question::new("What hours is the cheap rate on Night Saver?", &store);
+        assert!(q.names_stated(&line(&store, "³ Cheap"), "tariffs"));
+        assert!(!q.names_stated(&line(&store, "² Flex"), "tariffs"));
+        // A name the question writes in a run (`EV Night`) is not stated by another name
+        // that shares a word (`Night Saver`); a bracket's abbreviation is the same name.
+        let q = Question::new("Why isn't the EV Night tariff sold any more?", &store);
+        assert!(!q.names_stated(&line(&store, "Tariff: Night Saver"), "tariffs"));
+        assert!(q.names_stated(&line(&store, "³ Cheap"), "tariffs"));
+        assert_eq!(
+            capital_runs("The Data Monitoring Board (DSMB) met EV Night users."),
+            [
+                vec!["the", "data", "monitoring", "board"],
+                vec!["dsmb"],
+                vec!["ev", "night"]
+            ]
+        );
         let store = one(
             "prices",
             "Prices\nGroup: B²; 1–2 days, per day: £44.00; 3–6 days, per day: £39.50\nGroup: C, D, E; SCDW price per day: £17.00\nid: PNK; town: Pennick; hours: Mon–Fri 08:00–17:00; Sat 09:00–12:00; Sun closed\nArm A: velorabine 10 mg, Arm B: velorabine 25 mg.",

@@ -736,7 +736,10 @@ pub fn rank_citations(
                 0
             }
             // "When does it open again": a line saying it reopens, before the hours.
-            + usize::from(question.states_event(quote));
+            + usize::from(question.states_event(quote))
+            // "The most the fund could give": a line stating a limit (`up to £300`) states
+            // what is asked, over one that only names the fund again.
+            + 2 * usize::from(question.limit_stated(quote));
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
@@ -1653,17 +1656,8 @@ Soup is served from noon.",
             "Region: South Coast; Loading: +14%",
             "Region: North; Loading: 0%",
         ];
-        let mut store = SourceStore::new();
-        store
-            .insert(
-                proviso_contract::SourceDocument::new("repairers", "v1", true, &records.join("\n"))
-                    .records(),
-            )
-            .unwrap();
-        let line = |n: usize| {
-            json!({"quote": records[n - 1], "source_id": "repairers", "version": "v1",
-                "line_start": n, "line_end": n})
-        };
+        let store = records_store("repairers", &records);
+        let line = |n: usize| record_citation("repairers", &records, n);
         let q = Question::new(
             "What is the roofing address in the South Coast region?",
             &store,
@@ -1674,6 +1668,24 @@ Soup is served from noon.",
             "{ranked:?}"
         );
         assert_eq!(ranked[0].citation["line_start"], 6, "{ranked:?}");
+    }
+
+    /// A store of one records document, `source` v1, in force.
+    fn records_store(source: &str, records: &[&str]) -> SourceStore {
+        let mut store = SourceStore::new();
+        store
+            .insert(
+                proviso_contract::SourceDocument::new(source, "v1", true, &records.join("\n"))
+                    .records(),
+            )
+            .unwrap();
+        store
+    }
+
+    /// The search result citing record `n` (from 1) of `records`, of `source` v1.
+    fn record_citation(source: &str, records: &[&str], n: usize) -> Value {
+        json!({"quote": records[n - 1], "source_id": source, "version": "v1",
+            "line_start": n, "line_end": n})
     }
 
     /// A record's line is ranked with what its record's other lines say, and a record of
@@ -1688,17 +1700,8 @@ Soup is served from noon.",
             "route: Night bus N1; times: Night bus N1 runs every 30 minutes on weekday mornings.",
             "route: Tram T1; times: On weekdays Tram T1 runs every 6 minutes.",
         ];
-        let mut store = SourceStore::new();
-        store
-            .insert(
-                proviso_contract::SourceDocument::new("routes", "v1", true, &records.join("\n"))
-                    .records(),
-            )
-            .unwrap();
-        let line = |n: usize| {
-            json!({"quote": records[n - 1], "source_id": "routes", "version": "v1",
-                "line_start": n, "line_end": n})
-        };
+        let mut store = records_store("routes", &records);
+        let line = |n: usize| record_citation("routes", &records, n);
         let first = Question::new("When does the first airport express bus leave?", &store);
         let ranked = rank_citations(&[line(2), line(4)], &first, &store, 2);
         assert_eq!(ranked[0].citation["line_start"], 4, "{ranked:?}");
