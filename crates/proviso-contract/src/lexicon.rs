@@ -156,6 +156,37 @@ pub fn common_words() -> impl Iterator<Item = &'static str> {
         .filter(|l| !l.starts_with('#') && !l.is_empty())
 }
 
+/// Whether `short`, a record's terse key or a piece of one (`dist`, `lmk`, `hrs`, `elig`,
+/// `tel`), abbreviates `word` or a word of its [`RELATED`] group (`district`, `landmark`,
+/// `hours`, `eligible`, `phone` through `telephone`): three to five letters, no English
+/// word itself, that open the word and follow in it in order. Two letters (`pc`) say too
+/// little to read.
+#[must_use]
+pub fn abbreviates(short: &str, word: &str) -> bool {
+    let short = short.to_lowercase();
+    let word = word.to_lowercase();
+    if !(3..=5).contains(&short.chars().count())
+        || !short.chars().all(|c| c.is_ascii_lowercase())
+        || is_common_word(&short)
+        || is_function_word(&short)
+    {
+        return false;
+    }
+    let reads = |long: &str| {
+        if long.len() <= short.len() || !long.starts_with(&short[..1]) {
+            return false;
+        }
+        let mut rest = long.chars();
+        short.chars().all(|c| rest.any(|l| l == c))
+    };
+    reads(&word)
+        || RELATED
+            .iter()
+            .filter(|g| g.iter().any(|r| stem(r) == stem(&word)))
+            .flat_map(|g| g.iter())
+            .any(|r| reads(r))
+}
+
 /// Whether `word` (any case) is a function word.
 #[must_use]
 pub fn is_function_word(word: &str) -> bool {
@@ -317,7 +348,7 @@ const RELATED: &[&[&str]] = &[
     &["holiday", "vacation"],
     &["sick", "ill", "illness", "sickness"],
     &["doctor", "physician"],
-    &["medicine", "medication", "drug"],
+    &["medicine", "medication", "drug", "meds"],
     &[
         "injection",
         "jab",
@@ -786,15 +817,17 @@ pub fn season_stems(text: &str) -> Vec<String> {
     seasons.into_iter().map(stem).collect()
 }
 
-/// The hyphenated compounds of two words of letters in `text` (`home-made`): the first word
-/// and the compound closed up (`homemade`).
+/// The hyphenated compounds of two words of letters in `text` (`home-made`), or of a
+/// letter and a word (`e-bike`): the first word and the compound closed up (`homemade`).
 fn hyphenated(text: &str) -> impl Iterator<Item = (&str, String)> + '_ {
     text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '/'))
         .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
         .filter_map(|t| {
             let (a, b) = t.split_once('-')?;
             let letters = |p: &str| p.chars().count() >= 3 && p.chars().all(char::is_alphabetic);
-            (letters(a) && letters(b) && a.chars().count() + b.chars().count() >= 6)
+            // `e-bike` is also `ebike`, which a pedal bike is not.
+            let prefix = a.chars().count() == 1 && a.chars().all(char::is_alphabetic);
+            ((letters(a) || prefix) && letters(b) && a.chars().count() + b.chars().count() >= 4)
                 .then(|| (a, format!("{a}{b}")))
         })
 }
@@ -3523,6 +3556,14 @@ mod tests {
             content_stems("wifi board")
         );
         assert!(content_stems("an e-book").contains(&stem("books")));
+        // ... and an `ebook` too, which a printed book is not.
+        assert!(content_stems("an e-bike").contains(&stem("ebike")));
+        assert!(!content_stems("a pedal bike").contains(&stem("ebike")));
+        // A record's terse key abbreviates the word it stands for, or one of its group.
+        assert!(abbreviates("dist", "district") && abbreviates("lmk", "landmark"));
+        assert!(abbreviates("tel", "phone") && abbreviates("hrs", "hours"));
+        assert!(!abbreviates("pc", "postcode") && !abbreviates("day", "daytime"));
+        assert!(!abbreviates("dist", "price"));
         assert!(converse_stems(&stem("earn")).contains(&stem("pays")));
         assert!(converse_stems(&stem("pay")).is_empty());
         // A date states its season; `may` the verb states none.

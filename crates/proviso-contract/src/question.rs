@@ -15,15 +15,16 @@ use serde::Serialize;
 use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
-    age_ranges_in_months, amounts, amounts_with_units, base_form, common_words, content_stems,
-    content_words, converse_stems, corrected, date_ranges, dates_held, days_per, days_stated,
-    is_calendar_word, is_common_word, is_duration, is_footnote_mark, is_function_word, is_heading,
-    is_label, is_light_word, is_weekday, is_year, length_ranges, locators, measure_ranges,
-    measure_words, money_amounts, names_month, names_season, party_ranges, place_nouns, reading,
-    release_ranges, season_stems, stated_age, stated_age_in_months, stated_dates, stated_lengths,
-    stated_measures, stated_party, stated_releases, stated_years, states_extent, states_location,
-    states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
-    without_locators, without_locators_but, words, year_ranges, Day, NUMBER_WORDS,
+    abbreviates, age_ranges_in_months, amounts, amounts_with_units, base_form, common_words,
+    content_stems, content_words, converse_stems, corrected, date_ranges, dates_held, days_per,
+    days_stated, is_calendar_word, is_common_word, is_duration, is_footnote_mark, is_function_word,
+    is_heading, is_label, is_light_word, is_weekday, is_year, length_ranges, locators,
+    measure_ranges, measure_words, money_amounts, names_month, names_season, party_ranges,
+    place_nouns, reading, release_ranges, season_stems, stated_age, stated_age_in_months,
+    stated_dates, stated_lengths, stated_measures, stated_party, stated_releases, stated_years,
+    states_extent, states_location, states_money, states_size, states_temperature, stem, times,
+    unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
+    NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -223,7 +224,15 @@ impl AnswerKind {
         // "What's the last date I can report it?", "closing date for entries?": a date
         // asked by what it is the date of. (Not `dates`: those are all a line lists,
         // which an answer of one time would cut.)
-        let dated = asks_what && w.iter().take(6).any(|t| *t == "date");
+        // So is "what was the cut-off time …": a time asked by what it is the time of.
+        // (Not "the shortest time I'm tied in for": a length asked by its limit.)
+        let limited = w
+            .iter()
+            .any(|t| ["shortest", "longest", "minimum", "maximum", "most", "least"].contains(t));
+        let dated = asks_what
+            && w.iter()
+                .take(6)
+                .any(|t| *t == "date" || (*t == "time" && !limited));
         if first == "when" || time.iter().any(|k| has(k)) || dated {
             Self::Time
         } else if pays
@@ -234,7 +243,11 @@ impl AnswerKind {
             Self::Quantity
         } else if ["who", "whom", "whose"].contains(&first)
             || has("which person")
-            || has("which company")
+            // "Which insurance company covers me?": an organisation is named, as a person is.
+            || w.windows(3).any(|p| {
+                ["which", "what"].contains(&p[0])
+                    && ORGANISATIONS.iter().any(|o| p[1] == *o || p[2] == *o)
+            })
         {
             Self::Person
         } else if ["where", "whereabouts"].contains(&first)
@@ -570,6 +583,9 @@ enum Contact {
     Phone,
     /// A web address: `www.`, `http`, or a dotted domain.
     Web,
+    /// A postcode: an outward code of letters and digits (`ZQ2`, `SW1A`) and an inward
+    /// code of a digit and two letters (`5HC`), as a record writes it under any key (`pc`).
+    Postcode,
 }
 
 impl Contact {
@@ -585,6 +601,9 @@ impl Contact {
             Some(Self::Email)
         } else if has("website") || has("url") || w.windows(2).any(|p| p == ["web", "address"]) {
             Some(Self::Web)
+        } else if has("postcode") || has("postcodes") || w.windows(2).any(|p| p == ["post", "code"])
+        {
+            Some(Self::Postcode)
         } else if (has("number") || has("numbers"))
             && ["phone", "telephone", "ring", "call", "text", "dial"]
                 .iter()
@@ -611,6 +630,24 @@ impl Contact {
                     run >= 6
                 })
             }
+            Self::Postcode => {
+                let tokens: Vec<&str> = text
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                tokens.windows(2).any(|p| {
+                    let outward = (2..=4).contains(&p[0].len())
+                        && p[0].starts_with(|c: char| c.is_ascii_uppercase())
+                        && p[0].chars().any(|c| c.is_ascii_digit())
+                        && p[0]
+                            .chars()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+                    let inward = p[1].len() == 3
+                        && p[1].starts_with(|c: char| c.is_ascii_digit())
+                        && p[1].chars().skip(1).all(|c| c.is_ascii_uppercase());
+                    outward && inward
+                })
+            }
             Self::Web => {
                 let lower = text.to_lowercase();
                 lower.contains("www.")
@@ -630,7 +667,28 @@ impl Contact {
             Self::Email => "an email address",
             Self::Phone => "a phone number",
             Self::Web => "a web address",
+            Self::Postcode => "a postcode",
         }
+    }
+
+    /// The stems of the words that name this form of contact (`phone`, `number`), which a
+    /// line states by stating a contact of the form, under whatever key (`tel`, `pc`).
+    fn naming_stems(self) -> Vec<String> {
+        let named: &[&str] = match self {
+            Self::Email => &["email", "mail", "address"],
+            Self::Phone => &[
+                "phone",
+                "telephone",
+                "number",
+                "ring",
+                "call",
+                "dial",
+                "direct",
+            ],
+            Self::Web => &["website", "web", "url", "address", "site"],
+            Self::Postcode => &["postcode", "post", "code"],
+        };
+        named.iter().map(|w| stem(w)).collect()
     }
 }
 
@@ -1254,7 +1312,16 @@ impl Question {
                 Qualifier::Amount { unit, .. } => {
                     in_part.contains(q) || !TIME_UNIT_STEMS.iter().any(|u| stem(u) == *unit)
                 }
-                Qualifier::Label { .. } => true,
+                // "It wasn't sorted at stage 1. Who looks at it at stage 2?": a member of a
+                // series named before the asking part, which names another member of the
+                // same series, is where the asker has been, not what is asked.
+                Qualifier::Label { head, value } => {
+                    in_part.contains(q)
+                        || !in_part.iter().any(|p| {
+                            matches!(p, Qualifier::Label { head: h, value: v }
+                                if h == head && v != value)
+                        })
+                }
             })
             .collect();
         if !asked.is_empty() {
@@ -1484,7 +1551,13 @@ impl Question {
             .windows(2)
             .position(|p| ["which", "what"].contains(&p[0]) && !is_function_word(p[1]))
         {
-            answer_type.push(stem(asked_words[i + 1]));
+            // "Which insurance company": the kind asked is the organisation; what kind of
+            // one (`insurance`) is asked beyond it, and must be stated.
+            let organisation = asked_words
+                .get(i + 2)
+                .filter(|w| ORGANISATIONS.contains(w))
+                .unwrap_or(&asked_words[i + 1]);
+            answer_type.push(stem(organisation));
             answer_phrase = asked_words[i + 1..]
                 .iter()
                 .take_while(|w| !is_function_word(w))
@@ -1714,6 +1787,25 @@ impl Question {
             .split_last()
             .map(|(_, modifiers)| modifiers.to_vec())
             .unwrap_or_default();
+        // The pieces of every record's keys (`dist`, `ext`, `hrs` of `ext_hrs`), read once.
+        let record_keys: BTreeSet<String> = store
+            .documents()
+            .flat_map(|d| d.lines().iter())
+            .filter_map(|l| record_fields(l))
+            .flatten()
+            .filter_map(|f| f.split_once(": ").map(|(k, _)| k))
+            .flat_map(words)
+            .map(str::to_lowercase)
+            .collect();
+        // A word a record's terse key stands for (`district` of `dist: Castlegate`) is one
+        // the sources state; so is the form of contact asked for ("What's the
+        // postcode?"), which a line states in its own shape ([`Contact::stated`]), whatever
+        // a record calls it (`pc`).
+        let asked_contact = Contact::asked(&lower, answer_kind);
+        let stated_otherwise = |w: &str| {
+            record_keys.iter().any(|k| abbreviates(k, w))
+                || asked_contact.is_some_and(|c| c.naming_stems().contains(&stem(w)))
+        };
         let mut unheard: Vec<String> = beyond
             .iter()
             .chain(qualifying.iter().filter(|t| !beyond.contains(t)))
@@ -1742,6 +1834,7 @@ impl Question {
                 .flatten()
             })
             .filter(|w| !is_misspelling(w, &known))
+            .filter(|w| !stated_otherwise(w))
             // A number's word (`the 4th Saturday`) is a number, which the sources state
             // in their own way (`the 1st and 3rd Saturday`).
             .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
@@ -1899,6 +1992,7 @@ impl Question {
                 && !light.contains(&t)
                 && !version_words.contains(&t)
                 && !sources.values().any(|s| s.0.contains(&t))
+                && !stated_otherwise(w)
                 && !unheard.iter().any(|u| u == w)
             {
                 unheard.push(w.to_owned());
@@ -1964,6 +2058,9 @@ impl Question {
             let lower = w.to_lowercase();
             let stating = all_lines.iter().filter(|l| states_name(l, &lower)).count();
             if stating == 0 {
+                if mentioned_in_passing(question, w) {
+                    continue;
+                }
                 if !unstated.contains(&lower) {
                     unstated.push(lower);
                 }
@@ -2465,6 +2562,38 @@ impl Question {
                 .any(|w| LIMIT_MARKS.contains(w))
     }
 
+    /// Whether `line` is a record with a field, past the one naming its row, whose key
+    /// names the kind of thing asked for (`dist: Castlegate` for "which district …"), or
+    /// whose value is the form of contact asked for (`pc: ZQ7 4WS` for "the postcode").
+    #[must_use]
+    pub fn keys_asked_in(&self, line: &str) -> bool {
+        record_fields(line).is_some_and(|fields| {
+            fields.iter().skip(1).any(|f| {
+                f.split_once(": ").is_some_and(|(k, v)| {
+                    let v = v.trim();
+                    !v.is_empty()
+                        && v != "null"
+                        && (self.key_asks(k, &self.answer_phrase)
+                            || self.contact.is_some_and(|c| c.stated(v)))
+                })
+            })
+        })
+    }
+
+    /// Whether a record's `key` names one of the question's words whose stems are `among`:
+    /// in its own words (`partner_network`) or as a terse key abbreviates them (`dist`
+    /// for "which district", `tel` for "phone number"; [`abbreviates`]).
+    fn key_asks(&self, key: &str, among: &[String]) -> bool {
+        if content_stems(key).iter().any(|k| among.contains(k)) {
+            return true;
+        }
+        let pieces = words(key);
+        content_words(&self.text)
+            .iter()
+            .filter(|w| among.contains(&stem(w)))
+            .any(|w| pieces.iter().any(|p| abbreviates(p, w)))
+    }
+
     /// `text` with what each abbreviation it writes stands for after it (`WET Wetherstow`).
     #[must_use]
     pub fn unabbreviated<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -2928,8 +3057,7 @@ impl Question {
             && record_fields(text).is_some_and(|fields| {
                 fields.iter().skip(1).any(|f| {
                     f.split_once(": ").is_some_and(|(k, v)| {
-                        let key = content_stems(k);
-                        v.trim() != "null" && self.answer_phrase.iter().any(|a| key.contains(a))
+                        v.trim() != "null" && self.key_asks(k, &self.answer_phrase)
                     })
                 })
             });
@@ -2939,10 +3067,19 @@ impl Question {
             && words(&text.to_lowercase())
                 .iter()
                 .any(|w| LIMIT_MARKS.contains(w) || ["until", "till"].contains(w));
+        // "What's the direct phone number for Ashcombe?": a line stating a number to call
+        // states what is asked, under whatever key (`tel: 01632 960 227`).
+        let contacted = self.contact.is_some_and(|c| {
+            c.stated(text)
+                && beyond
+                    .iter()
+                    .all(|t| c.naming_stems().contains(t) || stems.contains(t))
+        });
         if !pinned
             && !titled
             && !keyed
             && !limited
+            && !contacted
             && !beyond.is_empty()
             && !beyond.iter().any(|t| stems.contains(t))
         {
@@ -3398,7 +3535,10 @@ impl Question {
             // A record's field covers what its record says of the question to pick its row
             // ([`row_of`]), at half the weight of its own words, which decide among its
             // fields.
-            let stems: BTreeSet<String> = content_stems(span).into_iter().collect();
+            // Read with what its codes stand for (`EB: £350` states an e-bike's).
+            let stems: BTreeSet<String> = content_stems(&self.unabbreviated(span))
+                .into_iter()
+                .collect();
             let row: BTreeSet<String> = record
                 .map(|r| content_stems(&row_of(r)))
                 .or_else(|| head.map(content_stems))
@@ -3446,13 +3586,18 @@ impl Question {
             // amount or a time asked is picked by the values a span states, and the
             // asker's situation: a key naming a price is not the price asked.)
             if record.is_some() && !matches!(self.kind, AnswerKind::Quantity | AnswerKind::Time) {
-                let key = span
+                let (key, value) = span
                     .rsplit("; ")
                     .next()
                     .and_then(|f| f.split_once(": "))
-                    .map(|(k, _)| content_stems(k))
                     .unwrap_or_default();
-                if key.iter().any(|k| self.beyond.contains(k)) {
+                // So does one whose key names the kind of thing asked for (`dist` for
+                // "which district"), or whose value is the form of contact asked for (`pc:
+                // ZQ7 4WS` for "what's the postcode").
+                if self.key_asks(key, &self.beyond)
+                    || self.key_asks(key, &self.answer_phrase)
+                    || self.contact.is_some_and(|c| c.stated(value))
+                {
                     covered += 3;
                 }
             }
@@ -3530,6 +3675,27 @@ impl Question {
         if let Some((lead, items)) = labelled_values(line) {
             for (item, label) in items {
                 if self.member_named_in(label) {
+                    judge(&format!("{lead} {item}"), None, None);
+                }
+            }
+        }
+        // "Damage to an e-bike": of values each said for whom (`capped at £150 for a pedal
+        // bike and £350 for an e-bike or e-scooter`), the one whose label states a word of
+        // the question that no other label states, after what the list says they are.
+        if let Some((lead, items)) = values_for(line) {
+            let labels: Vec<BTreeSet<String>> = items
+                .iter()
+                .map(|(_, label)| content_stems(label).into_iter().collect())
+                .collect();
+            for (k, (item, _)) in items.iter().enumerate() {
+                let own = self.terms.iter().any(|t| {
+                    labels[k].contains(t)
+                        && labels
+                            .iter()
+                            .enumerate()
+                            .all(|(j, l)| j == k || !l.contains(t))
+                });
+                if own {
                     judge(&format!("{lead} {item}"), None, None);
                 }
             }
@@ -4094,6 +4260,27 @@ fn abbreviations(
         }
     }
     for line in store.documents().flat_map(|d| d.lines().iter()) {
+        // A legend's row (`Abbr.: EB; Meaning: E-bike (electrically assisted pedal bike)`):
+        // the code, and what it stands for when that opens with the code's letter.
+        if let Some([code, meaning]) = record_fields(line).as_deref() {
+            let value = |f: &str| f.split_once(": ").map(|(_, v)| v.trim().to_owned());
+            if let (Some(code), Some(meaning)) = (value(code), value(meaning)) {
+                // A short name whose letters it writes in order from its first on
+                // (`Pedal bike` of PB): a longer meaning is an explanation, whose words
+                // (`Pay As You Go`) would read into every row that writes the code.
+                let name = meaning.split(" (").next().unwrap_or_default().trim();
+                let lower = name.to_lowercase();
+                let mut rest = lower.chars();
+                let spelt = code.to_lowercase().chars().all(|c| rest.any(|l| l == c));
+                if is_abbreviation(&code)
+                    && lower.starts_with(&code[..1].to_lowercase())
+                    && spelt
+                    && (1..=2).contains(&words(name).len())
+                {
+                    keep_fuller(&mut out, &code, name);
+                }
+            }
+        }
         for (at, _) in line.match_indices('(') {
             let Some(inside) = line[at + 1..].split([')', ',']).next() else {
                 continue;
@@ -4208,6 +4395,44 @@ fn asked_code(
     }
     w.iter()
         .find_map(|t| abbreviations.get(*t).map(|n| ((*t).to_owned(), n.clone())))
+}
+
+/// A list of values each said for whom or what (`capped at £150 for a pedal bike and £350
+/// for an e-bike or e-scooter`): what leads it (`capped at`), and each value with its
+/// label (`£350 for an e-bike or e-scooter`, `an e-bike or e-scooter`). At least two, each
+/// a number and ` for `, joined by `, `, ` and `, ` or ` or `, and `.
+fn values_for(line: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+    let body = line.trim_end_matches(['.', ';', ' ']);
+    // Where each value starts and where its ` for ` ends.
+    let mut starts: Vec<(usize, usize)> = Vec::new();
+    for (at, _) in body.match_indices(" for ") {
+        let before = &body[..at];
+        let start = before.rfind(' ').map_or(0, |i| i + 1);
+        if before[start..].chars().any(|c| c.is_ascii_digit()) {
+            starts.push((start, at + " for ".len()));
+        }
+    }
+    if starts.len() < 2 {
+        return None;
+    }
+    const JOINS: [&str; 4] = [", and ", " and ", " or ", ", "];
+    let mut items = Vec::new();
+    for (k, &(start, label_at)) in starts.iter().enumerate() {
+        let end = match starts.get(k + 1) {
+            Some(&(next, _)) => {
+                let gap = &body[label_at..next];
+                let join = JOINS.iter().find(|j| gap.ends_with(**j))?;
+                next - join.len()
+            }
+            None => body.len(),
+        };
+        if end <= label_at {
+            return None;
+        }
+        items.push((&body[start..end], &body[label_at..end]));
+    }
+    let lead = body[..starts[0].0].trim();
+    (!lead.is_empty()).then_some((lead, items))
 }
 
 /// A list of values each labelled in brackets with whom it is for (`Cash up to £250
@@ -5048,6 +5273,46 @@ fn asking_stems(question: &str, beyond: &[String]) -> Vec<String> {
     }
 }
 
+/// Whether the capitalised `name` is said in passing, outside the part of `question` that
+/// asks: where the asker is going or who they are ("I'm off to Vietnam and the nurse says
+/// …", "Hi, I'm Sarah."), not the place they ask about ("I'm at the Zedford branch.", "I
+/// live in Zedford.") nor a name that qualifies a thing ("the Zedford office"). A name the
+/// sources never state, said so, does not make the question one they cannot answer.
+fn mentioned_in_passing(question: &str, name: &str) -> bool {
+    if words(asking_part(question)).contains(&name) {
+        return false;
+    }
+    const PLACED: [&str; 9] = [
+        "in", "at", "near", "from", "for", "of", "about", "the", "our",
+    ];
+    let all = words(question);
+    let capital = |w: &str| w.chars().next().is_some_and(char::is_uppercase);
+    let mut seen = false;
+    for (i, w) in all.iter().enumerate() {
+        if *w != name {
+            continue;
+        }
+        seen = true;
+        // The run of capitalised words the name is in (`New Zealand`).
+        let mut first = i;
+        while first > 0 && capital(all[first - 1]) && !is_function_word(all[first - 1]) {
+            first -= 1;
+        }
+        let mut last = i;
+        while last + 1 < all.len() && capital(all[last + 1]) {
+            last += 1;
+        }
+        let placed = first > 0 && PLACED.contains(&all[first - 1].to_lowercase().as_str());
+        let qualifies = all
+            .get(last + 1)
+            .is_some_and(|n| !is_function_word(n) && n.chars().all(char::is_lowercase));
+        if placed || qualifies {
+            return false;
+        }
+    }
+    seen
+}
+
 /// Whether `question` asks whether one may: "Can I …", "May we …", "Could you …".
 fn asks_permission(question: &str) -> bool {
     let part = asking_part(question).to_lowercase();
@@ -5190,6 +5455,17 @@ const INTERROGATIVES: &[&str] = &[
     "must", "may",
 ];
 
+/// Nouns for an organisation, which a name answers (`which company`, `what insurance
+/// firm`).
+const ORGANISATIONS: [&str; 6] = [
+    "company",
+    "firm",
+    "insurer",
+    "organisation",
+    "organization",
+    "charity",
+];
+
 /// The part of `question` that asks: its last sentence that ends with a question mark
 /// ("I lost my card. How much is a new one?", "When is it due? See the log."), else its
 /// last that opens with a question word, else its last; and in it the clause that opens
@@ -5259,12 +5535,25 @@ fn opens_sentence(text: &str, word: &str) -> bool {
     !title
 }
 
-/// The id-shaped tokens of `text` (a letter and a digit), lower case.
 /// `text` without its reference numbers (`DMW-OPS-2025-014`: parts joined by dashes, one
 /// of capitals, one with digits), whose year is a part of a name, not a time the text
-/// states. A file name goes with [`without_locators`].
+/// states; nor an edition's year in brackets after a name (`Pedal Monthly (2024)`). A file
+/// name goes with [`without_locators`].
 fn without_references(text: &str) -> String {
-    text.split_whitespace()
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    tokens
+        .iter()
+        .enumerate()
+        .filter(|&(i, t)| {
+            let edition = i > 0
+                && tokens[i - 1].starts_with(char::is_uppercase)
+                && t.trim_end_matches([';', ',', '.'])
+                    .strip_prefix('(')
+                    .and_then(|y| y.strip_suffix(')'))
+                    .is_some_and(is_year);
+            !edition
+        })
+        .map(|(_, t)| *t)
         .filter(|t| {
             let t = t.trim_matches(|c: char| !c.is_alphanumeric());
             let parts: Vec<&str> = t.split('-').collect();
@@ -5278,6 +5567,7 @@ fn without_references(text: &str) -> String {
         .join(" ")
 }
 
+/// The id-shaped tokens of `text` (a letter and a digit), lower case.
 fn id_tokens(text: &str) -> Vec<String> {
     text.split_whitespace()
         .map(|t| {
@@ -8074,5 +8364,117 @@ mod natural_documents {
             q.spans(&fee)[0],
             "we charge a flat recharging fee of £25.00"
         );
+    }
+
+    /// A record's terse keys (`dist`, `tel`, `pc`) name what a question asks in full words,
+    /// and a postcode or a phone number is stated in its own shape, under any key.
+    #[test]
+    fn terse_keys_and_contact_shapes_answer_what_they_abbreviate() {
+        let store = one(
+            "depots",
+            "Depots\nid: D1; name: Quarry Lane Depot; dist: Ebbfield; addr: 4 Kiln Row; pc: ZX4 9QA; tel: 01632 960 555\nid: D2; name: Harrow Gate Depot; dist: Ashwell; addr: 9 Mill Yard; pc: ZX2 1BB; tel: 01632 960 556\nDepots open at 07:00.\nVans must be booked.\nBring photo ID.\nNo dogs on site.\nParking is free.\nThe cafe closes at 15:00.\nLockers are free.\nBikes go in the rack.",
+        );
+        let quarry = line(&store, "id: D1");
+        let q = Question::new("Which district is Quarry Lane Depot in?", &store);
+        assert!(q.keys_asked_in(&quarry));
+        assert!(
+            q.spans(&quarry)[0].ends_with("dist: Ebbfield"),
+            "{:?}",
+            q.spans(&quarry)
+        );
+        let q = Question::new("What's the postcode of Quarry Lane Depot?", &store);
+        assert!(q.unheard.is_empty(), "{:?}", q.unheard);
+        assert_eq!(q.misses(&quarry), None);
+        assert!(
+            q.spans(&quarry)[0].ends_with("pc: ZX4 9QA"),
+            "{:?}",
+            q.spans(&quarry)
+        );
+        assert!(q.misses("Depots open at 07:00.").is_some());
+        let q = Question::new(
+            "What's the direct phone number for Quarry Lane Depot?",
+            &store,
+        );
+        assert_eq!(q.misses(&quarry), None);
+        assert!(q.spans(&quarry)[0].contains("tel: 01632 960 555"));
+    }
+
+    /// Of values each said for what (`£80 for a standard scooter and £200 for an
+    /// e-scooter`), the one whose label the question names; a legend's codes (`Abbr.: CB;
+    /// Meaning: Cargo bike`) read a table's columns as what they stand for.
+    #[test]
+    fn values_said_for_each_label_and_a_legends_codes() {
+        let store = one(
+            "terms",
+            "Terms\nRepairs are capped at £80 for a standard scooter and £200 for an e-scooter.\nHire starts at 08:00.\nReturn by 20:00.\nHelmets are free.\nLights are fitted.\nLocks are provided.\nPay by card.\nNo cash accepted.\nKeep your receipt.\nReport faults at once.",
+        );
+        let capped = line(&store, "Repairs");
+        let q = Question::new("What's the most I pay for repairs to an e-scooter?", &store);
+        let spans = q.spans(&capped);
+        assert!(
+            spans[0].contains("£200") && !spans[0].contains("£80"),
+            "{spans:?}"
+        );
+        assert_eq!(
+            values_for(&capped).map(|(lead, items)| (lead, items.len())),
+            Some(("Repairs are capped at", 2))
+        );
+        let store = one(
+            "prices",
+            "Prices\nItem: Hire per day; CB: £40; TB: £25\nItem: Hire per week; CB: £150; TB: £95\nAbbr.: CB; Meaning: Cargo bike\nAbbr.: TB; Meaning: Tandem bike\nPrices include VAT.\nPay at the desk.\nDeposits are returned.\nHelmets are free.\nLights are fitted.\nLocks are provided.",
+        );
+        assert_eq!(
+            abbreviations_of(&store).get("CB").map(String::as_str),
+            Some("Cargo bike")
+        );
+        let daily = line(&store, "Item: Hire per day");
+        let q = Question::new("How much is a tandem bike per day?", &store);
+        assert!(
+            q.spans(&daily)[0].ends_with("TB: £25"),
+            "{:?}",
+            q.spans(&daily)
+        );
+    }
+
+    /// What the asker says before the asking part is their situation: a place they go to
+    /// that no source names, or the stage they have been through, does not pin the
+    /// answer; a place they are at does.
+    #[test]
+    fn what_is_said_in_passing_is_the_askers_situation() {
+        let store = prices();
+        let q = Question::new(
+            "I'm flying to Peru and my friend says I need a private twin room - what's the member price?",
+            &store,
+        );
+        assert!(q.unstated.is_empty(), "{:?}", q.unstated);
+        let q = Question::new(
+            "I'm at the Zedford hostel. What's the member price?",
+            &store,
+        );
+        assert_eq!(q.unstated, ["zedford"]);
+        let q = Question::new("My appeal failed at stage 1. Who handles stage 2?", &store);
+        assert!(
+            q.qualifiers
+                .iter()
+                .all(|x| !matches!(x, Qualifier::Label { value, .. } if value == "1")),
+            "{:?}",
+            q.qualifiers
+        );
+        // "Which insurance company": a name is asked for, and `insurance` must be stated.
+        assert_eq!(
+            AnswerKind::of("Which insurance company covers the vans?"),
+            AnswerKind::Person
+        );
+        assert_eq!(
+            AnswerKind::of("Back in 2024, what was the cut-off time to book?"),
+            AnswerKind::Time
+        );
+        // An edition's year in a plan's name (`Gold Saver (2024)`) is no time it states.
+        let plans = one(
+            "plans",
+            "Plans\nid: GS24; plan: Gold Saver (2024); status: withdrawn\nid: GS; plan: Gold Saver; status: active\nPlans renew monthly.\nCancel any time.\nPrices include VAT.\nPay by card.\nNo cash accepted.\nKeep your receipt.\nHelmets are free.\nLocks are provided.",
+        );
+        let q = Question::new("When is the Gold Saver price next going up?", &plans);
+        assert!(q.misses("id: GS24; plan: Gold Saver (2024)").is_some());
     }
 }

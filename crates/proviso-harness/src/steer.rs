@@ -739,7 +739,10 @@ pub fn rank_citations(
             + usize::from(question.states_event(quote))
             // "The most the fund could give": a line stating a limit (`up to £300`) states
             // what is asked, over one that only names the fund again.
-            + 2 * usize::from(question.limit_stated(quote));
+            + 2 * usize::from(question.limit_stated(quote))
+            // "Which district is the Hallowmere Central hub in?": a record with a field
+            // for it (`dist: Castlegate`), over a line that only names the hub.
+            + usize::from(question.keys_asked_in(quote));
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
