@@ -1209,6 +1209,11 @@ fn amount_of(token: &str) -> Option<String> {
         || rest
             .strip_prefix('-')
             .is_some_and(|u| !u.is_empty() && u.chars().all(char::is_alphabetic))
+        // `£29.00/mo`, `£18.00/seat/mo`: a rate per a period or a unit.
+        || rest.strip_prefix('/').is_some_and(|u| {
+            u.chars().next().is_some_and(char::is_alphabetic)
+                && u.chars().all(|c| c.is_alphabetic() || c == '/')
+        })
         // `12mg`, `30cm`: a unit glued to the number.
         || (rest.len() <= 3 && rest.chars().all(|c| c.is_ascii_lowercase()))
         // `35GB`, `500Mbps`, `7kWh`: a unit written with capitals.

@@ -1961,7 +1961,7 @@ impl Question {
         let limit_beyond = beyond.iter().any(|t| {
             LIMIT_ASKED.iter().any(|w| stem(w) == *t)
                 || (answer_kind == AnswerKind::Time
-                    && ["last", "final"].iter().any(|w| stem(w) == *t))
+                    && ["last", "final", "cutoff"].iter().any(|w| stem(w) == *t))
         });
         // A measure outside every band the sources state of its unit (`250 sq ft` where
         // the bands stop at `121–175 sq ft`), when they state it in bands, is one they
@@ -2823,7 +2823,11 @@ impl Question {
                         !priced.contains(amount)
                             || matches!(self.measure, Some(Measure::Money | Measure::Saving))
                     } else {
-                        unit.iter().any(|u| self.counted.contains(u))
+                        // `45 min` counts minutes: a unit written short is the one counted.
+                        unit.iter().any(|u| {
+                            self.counted.contains(u)
+                                || self.counted.iter().any(|c| abbreviates(u, c))
+                        })
                     }
                 };
                 // `29°C` is an amount in degrees, which the measure below checks.
@@ -3063,10 +3067,22 @@ impl Question {
             });
         // "The last date I can report it": a limit asked is stated by a clause that states
         // one (`up to and including 31 January`).
+        // A time's is stated by one it must be done by (`made by 10:30`).
+        let lowered = text.to_lowercase();
+        let said = words(&lowered);
         let limited = self.limit_beyond
-            && words(&text.to_lowercase())
-                .iter()
-                .any(|w| LIMIT_MARKS.contains(w) || ["until", "till"].contains(w));
+            && said.iter().enumerate().any(|(i, w)| {
+                LIMIT_MARKS.contains(w)
+                    || ["until", "till"].contains(w)
+                    || (self.kind == AnswerKind::Time
+                        && ["by", "before"].contains(w)
+                        && said.get(i + 1).is_some_and(|n| {
+                            n.starts_with(|c: char| c.is_ascii_digit())
+                                || is_weekday(n)
+                                || names_month(n)
+                                || ["midnight", "noon", "midday"].contains(n)
+                        }))
+            });
         // "What's the direct phone number for Ashcombe?": a line stating a number to call
         // states what is asked, under whatever key (`tel: 01632 960 227`).
         let contacted = self.contact.is_some_and(|c| {
