@@ -489,6 +489,17 @@ fn listed_members<'a>(
     })
 }
 
+/// Whether a record's field past the first, which names its row, has a key and trimmed
+/// value meeting `meets` (`dist: Castlegate` in a station's record).
+fn any_field_past_row(line: &str, meets: impl Fn(&str, &str) -> bool) -> bool {
+    record_fields(line).is_some_and(|fields| {
+        fields
+            .iter()
+            .skip(1)
+            .any(|f| f.split_once(": ").is_some_and(|(k, v)| meets(k, v.trim())))
+    })
+}
+
 /// The labels `text` lists after a word whose stem is `head`: the values of a field keyed
 /// by it (`Group: C, D, E`), or a run of them after the word itself (`Groups A to E`,
 /// `Groups A–C`, `groups B and C`), lower case, a range of letters expanded.
@@ -2202,7 +2213,7 @@ impl Question {
             measures,
             years: stated_years(question),
             dates: stated_dates(question),
-            contact: Contact::asked(&lower, answer_kind),
+            contact: asked_contact,
             titles,
             dated,
             footnoted,
@@ -2567,16 +2578,11 @@ impl Question {
     /// whose value is the form of contact asked for (`pc: ZQ7 4WS` for "the postcode").
     #[must_use]
     pub fn keys_asked_in(&self, line: &str) -> bool {
-        record_fields(line).is_some_and(|fields| {
-            fields.iter().skip(1).any(|f| {
-                f.split_once(": ").is_some_and(|(k, v)| {
-                    let v = v.trim();
-                    !v.is_empty()
-                        && v != "null"
-                        && (self.key_asks(k, &self.answer_phrase)
-                            || self.contact.is_some_and(|c| c.stated(v)))
-                })
-            })
+        any_field_past_row(line, |k, v| {
+            !v.is_empty()
+                && v != "null"
+                && (self.key_asks(k, &self.answer_phrase)
+                    || self.contact.is_some_and(|c| c.stated(v)))
         })
     }
 
@@ -3058,12 +3064,8 @@ impl Question {
         let keyed = self.kind == AnswerKind::Thing
             && !self.proper.is_empty()
             && self.proper.iter().all(|n| states_name(text, n))
-            && record_fields(text).is_some_and(|fields| {
-                fields.iter().skip(1).any(|f| {
-                    f.split_once(": ").is_some_and(|(k, v)| {
-                        v.trim() != "null" && self.key_asks(k, &self.answer_phrase)
-                    })
-                })
+            && any_field_past_row(text, |k, v| {
+                v != "null" && self.key_asks(k, &self.answer_phrase)
             });
         // "The last date I can report it": a limit asked is stated by a clause that states
         // one (`up to and including 31 January`).
