@@ -2573,6 +2573,27 @@ impl Question {
                 .any(|w| LIMIT_MARKS.contains(w))
     }
 
+    /// Whether `line` says more than the question asks: a word none of the question's, no
+    /// name (capitalised past its first word), no month or weekday and no number; or a mark
+    /// of a cause or purpose (`because`, `for`, `after`, `so`).
+    fn says_more_than_asked(&self, line: &str) -> bool {
+        const CAUSES: [&str; 3] = ["for", "after", "so"];
+        let all = words(line);
+        if all.iter().any(|w| {
+            let w = w.to_lowercase();
+            REASON_MARKS.contains(&w.as_str()) || CAUSES.contains(&w.as_str())
+        }) {
+            return true;
+        }
+        all.iter().enumerate().any(|(i, w)| {
+            !is_function_word(&w.to_lowercase())
+                && !(i > 0 && w.starts_with(char::is_uppercase))
+                && !is_calendar_word(w)
+                && !w.chars().any(|c| c.is_ascii_digit())
+                && !self.terms.contains(&stem(w))
+        })
+    }
+
     /// Whether `line` is a record with a field, past the one naming its row, whose key
     /// names the kind of thing asked for (`dist: Castlegate` for "which district …"), or
     /// whose value is the form of contact asked for (`pc: ZQ7 4WS` for "the postcode").
@@ -2953,6 +2974,16 @@ impl Question {
                         .any(|w| REASON_MARKS.contains(w) || *w == "only") =>
             {
                 return Some("the question asks why, and it states no reason".into());
+            }
+            // "Why did Gareth Pole leave?": `Gareth Pole left Brightlane on 31 May 2025.`
+            // says what happened and when. A line none of whose words is more than what the
+            // question asks, a name, a date or a number, and that marks no cause, gives no
+            // reason.
+            AnswerKind::Reason if !self.says_more_than_asked(text) => {
+                return Some(
+                    "the question asks why, and it states only what happened, to whom and when"
+                        .into(),
+                );
             }
             AnswerKind::Person | AnswerKind::Place => {
                 // A place is also a numbered or an ordinal one: `room 2.04`, `the second
@@ -4963,6 +4994,12 @@ fn counted_phrase(question: &str) -> Vec<String> {
             .collect()
     };
     let phrase = if let Some(rest) = question.split("how many ").nth(1) {
+        // "How many of your learners": the count is of what follows the determiner.
+        let rest = rest
+            .strip_prefix("of ")
+            .and_then(|r| r.split_once(' '))
+            .filter(|(d, _)| is_function_word(d))
+            .map_or(rest, |(_, after)| after);
         phrase_of(rest)
     } else if let Some(rest) = LIMITS.iter().find_map(|l| question.split(l).nth(1)) {
         let phrase = phrase_of(rest);
