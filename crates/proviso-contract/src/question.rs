@@ -2965,6 +2965,22 @@ impl Question {
                         .into(),
                 );
             }
+            // "When is the price next going up?": a line that states when something else
+            // happens to it (`closed to new members 2024-12-31`) does not say. The event
+            // is stated in its own words or as a change from one value to another (`goes
+            // from £240.00 to £260.00`). Held only where the question surely names a verb
+            // (`be` and `-ing`): elsewhere the verb read may be the subject's last noun.
+            AnswerKind::Time
+                if self.event.as_ref().is_some_and(|e| !e.is_empty())
+                    && asks_progressive(&self.text)
+                    && !self.states_event(text)
+                    && !changes_value(text) =>
+            {
+                return Some(format!(
+                    "the question asks when it is `{}`, and it does not say that happens",
+                    self.event.as_deref().unwrap_or_default().join(" ")
+                ));
+            }
             // "Why isn't it available in the North?": a record's fields (`Region: North;
             // Tariff: Night Saver`) name a row; they give no reason unless one says so.
             AnswerKind::Reason
@@ -5082,6 +5098,33 @@ fn asked_verb(question: &str) -> Option<String> {
     .then(|| stem(verb))
 }
 
+/// Whether `question` asks when something is happening with `be` and a verb in `-ing`
+/// (`When are the charges going up`): what happens is surely a verb, read as
+/// [`asked_event`] reads it.
+fn asks_progressive(question: &str) -> bool {
+    let original = words(asking_part(question))
+        .iter()
+        .map(|w| w.to_lowercase())
+        .collect::<Vec<_>>();
+    original.len() >= 4
+        && original[0] == "when"
+        && ["is", "are", "was", "were"].contains(&original[1].as_str())
+        && original[2..].iter().any(|w| {
+            w.len() >= 5 && w.ends_with("ing") && !is_function_word(w) && !is_common_noun_ing(w)
+        })
+}
+
+/// Whether `text` states a value changing: `from £240.00 to £260.00`, `up from 16p to 18p`.
+fn changes_value(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.split(" from ").skip(1).any(|after| {
+        after.split_once(" to ").is_some_and(|(a, b)| {
+            a.chars().any(|c| c.is_ascii_digit())
+                && b.starts_with(|c: char| c.is_ascii_digit() || c == '£' || c == '$' || c == '€')
+        })
+    })
+}
+
 /// What a `when` question asks to happen, as a stem ([`Question::event`]): the verb after
 /// its subject (`When does the Tathwick practice open again` asks `reopen`; `When are the
 /// charges next going up` asks `increase`), read with phrasal verbs and `again`. `None`
@@ -5111,11 +5154,7 @@ fn asked_event(question: &str) -> Option<Vec<String>> {
     // `When is the next bus`: a thing's time, unless a verb in `-ing` follows (`When are
     // the charges going up`).
     let be = ["is", "are", "was", "were"].contains(&original[1].as_str());
-    if be
-        && !original[2..].iter().any(|w| {
-            w.len() >= 5 && w.ends_with("ing") && !is_function_word(w) && !is_common_noun_ing(w)
-        })
-    {
+    if be && !asks_progressive(question) {
         return None;
     }
     let read = reading(asking_part(question)).to_lowercase();
@@ -8494,6 +8533,30 @@ mod natural_documents {
     /// What the asker says before the asking part is their situation: a place they go to
     /// that no source names, or the stage they have been through, does not pin the
     /// answer; a place they are at does.
+    #[test]
+    fn a_reason_a_count_of_whom_and_a_change_asked_must_be_stated() {
+        let store = one(
+            "news",
+            "News\nDara Vell left the school on 31 May 2025.\nDara Vell left because the family moved abroad.\n\
+             Our learners who pass first time had 38 hours of lessons.\n\
+             The Gold plan closed to new members on 2024-12-31.\n\
+             The Gold plan goes from £12.00 to £15.00 on 1 June 2025.\n",
+        );
+        let why = Question::new("Why did Dara Vell leave the school?", &store);
+        assert!(why
+            .misses(&line(&store, "Dara Vell left the school"))
+            .is_some());
+        assert_eq!(why.misses(&line(&store, "Dara Vell left because")), None);
+        // "How many of your learners": a count of learners, which `38 hours` is not.
+        let many = Question::new("How many of your learners pass first time?", &store);
+        assert_eq!(many.counted.first().map(String::as_str), Some("learn"));
+        assert!(many.misses(&line(&store, "Our learners")).is_some());
+        // "When is it going up": a date of another event does not say; a change does.
+        let up = Question::new("When is the Gold plan price next going up?", &store);
+        assert!(up.misses(&line(&store, "The Gold plan closed")).is_some());
+        assert_eq!(up.misses(&line(&store, "The Gold plan goes")), None);
+    }
+
     #[test]
     fn what_is_said_in_passing_is_the_askers_situation() {
         let store = prices();

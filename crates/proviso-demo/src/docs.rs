@@ -509,16 +509,42 @@ const RECORD_LINE: usize = 300;
 
 /// A JSON Lines file's records, one citable line each: `key: value; key: value`
 /// ([`record_units`]).
+///
+/// An object's plain fields are written as fields of their own, keyed by both keys (`acc: {"BSL": "2025-05-17"}`
+/// is `acc BSL: 2025-05-17`), so that a question naming the inner key finds its value and
+/// the answer quotes that value alone.
 fn jsonl_units(text: &str) -> Vec<String> {
-    let field = |k: &str, v: &Value| match v {
-        Value::String(s) => format!("{k}: {s}"),
-        other => format!("{k}: {other}"),
-    };
+    fn plain(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(_) | Value::Bool(_) | Value::Null => Some(v.to_string()),
+            _ => None,
+        }
+    }
+    fn fields(k: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(inner)
+                if !inner.is_empty() && inner.values().all(|i| plain(i).is_some()) =>
+            {
+                for (ik, iv) in inner {
+                    out.push(format!("{k} {ik}: {}", plain(iv).unwrap_or_default()));
+                }
+            }
+            other => out.push(format!(
+                "{k}: {}",
+                plain(other).unwrap_or_else(|| other.to_string())
+            )),
+        }
+    }
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(map)) => {
-                out.extend(record_units(map.iter().map(|(k, v)| field(k, v)).collect()));
+                let mut record = Vec::new();
+                for (k, v) in &map {
+                    fields(k, v, &mut record);
+                }
+                out.extend(record_units(record));
             }
             _ => out.push(line.trim().to_owned()),
         }
@@ -987,6 +1013,13 @@ mod tests {
         assert_eq!(
             jsonl_units("{\"id\": \"N\", \"parking\": \"none on site; car park 150 m\"}"),
             ["id: N; parking: none on site, car park 150 m"]
+        );
+        // An object's plain fields are fields keyed by both keys; a list stays as written.
+        assert_eq!(
+            jsonl_units(
+                "{\"id\": \"P1\", \"acc\": {\"AD\": \"2025-05-15\", \"BSL\": \"2025-05-17\"}, \"lng\": [\"en\"]}"
+            ),
+            ["id: P1; acc AD: 2025-05-15; acc BSL: 2025-05-17; lng: [\"en\"]"]
         );
         // A record too long to quote whole is cited field by field, each led by its first.
         let long = format!(
