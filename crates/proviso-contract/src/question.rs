@@ -2586,11 +2586,12 @@ impl Question {
             return true;
         }
         all.iter().enumerate().any(|(i, w)| {
-            !is_function_word(&w.to_lowercase())
-                && !(i > 0 && w.starts_with(char::is_uppercase))
-                && !is_calendar_word(w)
-                && !w.chars().any(|c| c.is_ascii_digit())
-                && !self.terms.contains(&stem(w))
+            let name = i > 0 && w.starts_with(char::is_uppercase);
+            !(name
+                || is_function_word(&w.to_lowercase())
+                || is_calendar_word(w)
+                || w.chars().any(|c| c.is_ascii_digit())
+                || self.terms.contains(&stem(w)))
         })
     }
 
