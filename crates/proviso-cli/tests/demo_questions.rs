@@ -15,6 +15,11 @@ mod support;
 
 use support::local;
 
+/// The two tests run one at a time: on two cores, a batched context beside another engine
+/// is slowed many times over, and which sequences share a forward pass then depends on
+/// timing, which can change a greedy pick. Each test measures its own agents, not the other's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The searches' ranker `proviso demo` uses by default: BM25 fused with the sentence
 /// encoder, loaded once for the binary.
 fn semantic() -> std::sync::Arc<dyn proviso_demo::index::Rerank> {
@@ -89,6 +94,9 @@ fn check(case: &Value, proposer: &mut LocalProposer<'static>) -> Option<String> 
 
 #[test]
 fn every_demo_question_ends_with_a_grounded_right_answer() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // One engine per agent, as an application keeps one: each agent's instructions and
     // tools open every prompt, and their computation is reused from one question to the next.
     let mut engines: std::collections::HashMap<DemoKind, LocalProposer<'static>> =
@@ -110,6 +118,9 @@ fn every_demo_question_ends_with_a_grounded_right_answer() {
 /// passes and every agent still ends with its grounded right answer.
 #[test]
 fn agents_on_a_batched_context_end_with_their_grounded_answers() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let local = local();
     let batcher = local
         .model()
