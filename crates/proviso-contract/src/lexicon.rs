@@ -1379,7 +1379,7 @@ pub fn times(text: &str) -> Vec<String> {
 const MAX_UNIT_WORDS: usize = 4;
 
 /// The signs written before a sum of money (`£4.00`).
-const CURRENCY_SIGNS: [char; 4] = ['$', '€', '£', '¥'];
+pub(crate) const CURRENCY_SIGNS: [char; 4] = ['$', '€', '£', '¥'];
 
 /// The amounts `text` states as sums of money (`£4.00` is `4.00`), as [`amounts`] writes
 /// them.

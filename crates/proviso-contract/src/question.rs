@@ -24,7 +24,7 @@ use crate::lexicon::{
     stated_dates, stated_lengths, stated_measures, stated_party, stated_releases, stated_years,
     states_extent, states_location, states_money, states_size, states_temperature, stem, times,
     unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
-    NUMBER_WORDS,
+    CURRENCY_SIGNS, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -978,6 +978,9 @@ pub struct Question {
     /// charges next *going up*"), as a stem: a line that gives a time for something else
     /// (the opening hours) does not say when this happens.
     event: Option<Vec<String>>,
+    /// Whether the question asks its event with `be` and a verb in `-ing` (`When are the
+    /// charges going up`), where the event read is surely a verb ([`asks_progressive`]).
+    progressive: bool,
     /// Which end of a range of dates a `when` question asks for: `Some(true)` for its end
     /// ("when does the work *finish*"), `Some(false)` for its start ("when does it
     /// *begin*").
@@ -2190,6 +2193,7 @@ impl Question {
             clock: asks_time_of_day(&lower),
             predicate: asked_verb(question),
             event: asked_event(question),
+            progressive: asks_progressive(question),
             range_side: asked_range_side(question),
             permission: asks_permission(question),
             asks_limit: words(&lower).iter().any(|w| LIMIT_ASKED.contains(w)),
@@ -2579,16 +2583,17 @@ impl Question {
     fn says_more_than_asked(&self, line: &str) -> bool {
         const CAUSES: [&str; 3] = ["for", "after", "so"];
         let all = words(line);
-        if all.iter().any(|w| {
-            let w = w.to_lowercase();
-            REASON_MARKS.contains(&w.as_str()) || CAUSES.contains(&w.as_str())
-        }) {
+        let lower: Vec<String> = all.iter().map(|w| w.to_lowercase()).collect();
+        if lower
+            .iter()
+            .any(|w| REASON_MARKS.contains(&w.as_str()) || CAUSES.contains(&w.as_str()))
+        {
             return true;
         }
-        all.iter().enumerate().any(|(i, w)| {
+        all.iter().zip(&lower).enumerate().any(|(i, (w, l))| {
             let name = i > 0 && w.starts_with(char::is_uppercase);
             !(name
-                || is_function_word(&w.to_lowercase())
+                || is_function_word(l)
                 || is_calendar_word(w)
                 || w.chars().any(|c| c.is_ascii_digit())
                 || self.terms.contains(&stem(w)))
@@ -2973,7 +2978,7 @@ impl Question {
             // (`be` and `-ing`): elsewhere the verb read may be the subject's last noun.
             AnswerKind::Time
                 if self.event.as_ref().is_some_and(|e| !e.is_empty())
-                    && asks_progressive(&self.text)
+                    && self.progressive
                     && !self.states_event(text)
                     && !changes_value(text) =>
             {
@@ -5121,7 +5126,7 @@ fn changes_value(text: &str) -> bool {
     lower.split(" from ").skip(1).any(|after| {
         after.split_once(" to ").is_some_and(|(a, b)| {
             a.chars().any(|c| c.is_ascii_digit())
-                && b.starts_with(|c: char| c.is_ascii_digit() || c == '£' || c == '$' || c == '€')
+                && b.starts_with(|c: char| c.is_ascii_digit() || CURRENCY_SIGNS.contains(&c))
         })
     })
 }
@@ -8531,9 +8536,6 @@ mod natural_documents {
         );
     }
 
-    /// What the asker says before the asking part is their situation: a place they go to
-    /// that no source names, or the stage they have been through, does not pin the
-    /// answer; a place they are at does.
     #[test]
     fn a_reason_a_count_of_whom_and_a_change_asked_must_be_stated() {
         let store = one(
@@ -8558,6 +8560,9 @@ mod natural_documents {
         assert_eq!(up.misses(&line(&store, "The Gold plan goes")), None);
     }
 
+    /// What the asker says before the asking part is their situation: a place they go to
+    /// that no source names, or the stage they have been through, does not pin the
+    /// answer; a place they are at does.
     #[test]
     fn what_is_said_in_passing_is_the_askers_situation() {
         let store = prices();

@@ -510,9 +510,9 @@ const RECORD_LINE: usize = 300;
 /// A JSON Lines file's records, one citable line each: `key: value; key: value`
 /// ([`record_units`]).
 ///
-/// An object's plain fields are written as fields of their own, keyed by both keys (`acc: {"BSL": "2025-05-17"}`
-/// is `acc BSL: 2025-05-17`), so that a question naming the inner key finds its value and
-/// the answer quotes that value alone.
+/// An object of plain values is written as fields of their own, keyed by both keys
+/// (`acc: {"BSL": "2025-05-17"}` is `acc BSL: 2025-05-17`), so that a question naming the
+/// inner key finds its value and the answer quotes that value alone.
 fn jsonl_units(text: &str) -> Vec<String> {
     fn plain(v: &Value) -> Option<String> {
         match v {
