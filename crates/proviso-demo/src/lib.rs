@@ -290,6 +290,7 @@ pub(crate) fn without_extensions(document: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn agents_build_in_their_formats() {
@@ -306,5 +307,78 @@ mod tests {
             DemoKind::for_question("Which arms of NCT04123456 stopped?"),
             DemoKind::Trials
         );
+    }
+
+    /// A model that writes what the test scripted.
+    struct Scripted(Vec<String>);
+
+    impl proviso_harness::Proposer for Scripted {
+        fn propose(
+            &mut self,
+            _: &proviso_harness::ProposeRequest<'_>,
+        ) -> Result<proviso_harness::Proposed, proviso_harness::ProposerError> {
+            let text = self.0.pop().ok_or_else(|| proviso_harness::ProposerError {
+                code: "script_exhausted".into(),
+                message: "the script has no more outputs".into(),
+            })?;
+            Ok(proviso_harness::Proposed {
+                text,
+                finish: proviso_tools::Finish::read(Some("stop")),
+                input_tokens: 10,
+                output_tokens: 5,
+            })
+        }
+    }
+
+    #[derive(Default)]
+    struct Plans(Vec<proviso_harness::StepPlan>);
+
+    impl proviso_harness::Observer for Plans {
+        fn event(&mut self, event: &proviso_harness::Event<'_>) {
+            if let proviso_harness::Event::StepPlanned { plan, .. } = event {
+                self.0.push((*plan).clone());
+            }
+        }
+    }
+
+    /// With grounded answers, a step with no observed line to cite never offers an answer
+    /// (whose citations could then name any source): after a lookup that failed, the next
+    /// step must look up again, and when no lookup is left the run abstains.
+    #[test]
+    fn no_answer_is_offered_before_a_line_to_cite_was_seen() {
+        let format = CallFormat::Envelope;
+        let agent = agent(DemoKind::Trials, format).unwrap();
+        let call = |name: &str, arguments: Value| {
+            proviso_tools::write_call(format, name, arguments.as_object().unwrap())
+        };
+        let invented = r#"{"reasoning": "", "intent": "final_answer", "answer": {"answer": "Arm B.", "citations": [{"source_id": "DOC-INVENTED", "version": "v1", "line_start": 1, "line_end": 1, "quote": "Arm B."}]}}"#;
+        let mut script = Scripted(
+            vec![
+                call("get_arm", json!({"trial_id": "NCT00000000"})),
+                invented.to_owned(),
+                invented.to_owned(),
+                invented.to_owned(),
+            ]
+            .into_iter()
+            .rev()
+            .collect(),
+        );
+        let mut plans = Plans::default();
+        let report = agent.run(
+            &mut script,
+            "Which arm of trial NCT00000000 was terminated?",
+            &mut plans,
+        );
+        assert!(
+            !matches!(report.end, proviso_harness::RunEnd::FinalAnswer { .. }),
+            "{:?}",
+            report.end
+        );
+        let after = &plans.0[1];
+        assert!(
+            after.choice == "required" || after.read.is_some() || after.abstain.is_some(),
+            "{after:?}"
+        );
+        assert!(plans.0.iter().all(|p| p.citable_lines.is_none()));
     }
 }

@@ -878,10 +878,11 @@ impl Agent {
             matches!(e.outcome, ToolOutcome::Ok { .. })
                 && steering.evidence_tools.iter().any(|t| t == e.call.name())
         });
-        // Looked, and no line seen answers the question: look again, differently (a call is
-        // required, and the calls that ran are out of the grammar), or, when nothing is left
-        // to look up, abstain rather than answer with an unrelated line.
-        let unanswered = may_finish && evidence && !citable;
+        // No line seen answers the question (nothing looked up yet, a lookup that failed, or
+        // lines that answer something else): look again, differently (a call is required, and
+        // the calls that ran are out of the grammar), or, when nothing is left to look up,
+        // abstain. A grounded answer with no line to cite would cite an invented source.
+        let unanswered = may_finish && !citable;
         let calls_spent = self
             .config
             .policy
