@@ -2958,6 +2958,38 @@ const PARTY_WORDS: &[&str] = &[
     "us",
 ];
 
+/// Whether the stem `counted` (of what "how many" counts) names people.
+pub(crate) fn counts_people(counted: &str) -> bool {
+    const PEOPLE: [&str; 18] = [
+        "people",
+        "person",
+        "guest",
+        "visitor",
+        "adult",
+        "child",
+        "children",
+        "kid",
+        "student",
+        "learner",
+        "passenger",
+        "rider",
+        "participant",
+        "member",
+        "user",
+        "customer",
+        "attendee",
+        "pupil",
+    ];
+    PEOPLE.iter().any(|p| stem(p) == counted)
+}
+
+/// Whether the stem `unit` (of a stated count) names places kept for one person each
+/// (`6 wheelchair spaces`, `40 seats`).
+pub(crate) fn counts_places(unit: &str) -> bool {
+    const PLACES: [&str; 5] = ["space", "place", "seat", "spot", "bed"];
+    PLACES.iter().any(|p| stem(p) == unit)
+}
+
 /// A count a token states, in digits or a small number word (`25`, `six`).
 fn count_in(token: &str) -> Option<u32> {
     const SMALL: [&str; 12] = [

@@ -16,15 +16,15 @@ use crate::code::Code;
 use crate::evidence::{EvidencePolicy, SourceStore};
 use crate::lexicon::{
     abbreviates, age_ranges_in_months, amounts, amounts_with_units, base_form, common_words,
-    content_stems, content_words, converse_stems, corrected, date_ranges, dates_held, days_per,
-    days_stated, is_calendar_word, is_common_word, is_duration, is_footnote_mark, is_function_word,
-    is_heading, is_label, is_light_word, is_weekday, is_year, length_ranges, locators,
-    measure_ranges, measure_words, money_amounts, names_month, names_season, party_ranges,
-    place_nouns, reading, release_ranges, season_stems, stated_age, stated_age_in_months,
-    stated_dates, stated_lengths, stated_measures, stated_party, stated_releases, stated_years,
-    states_extent, states_location, states_money, states_size, states_temperature, stem, times,
-    unclipped, with_apostrophes, without_locators, without_locators_but, words, year_ranges, Day,
-    CURRENCY_SIGNS, NUMBER_WORDS,
+    content_stems, content_words, converse_stems, corrected, counts_people, counts_places,
+    date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
+    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
+    length_ranges, locators, measure_ranges, measure_words, money_amounts, names_month,
+    names_season, party_ranges, place_nouns, reading, release_ranges, season_stems, stated_age,
+    stated_age_in_months, stated_dates, stated_lengths, stated_measures, stated_party,
+    stated_releases, stated_years, states_extent, states_location, states_money, states_size,
+    states_temperature, stem, times, unclipped, with_apostrophes, without_locators,
+    without_locators_but, words, year_ranges, Day, CURRENCY_SIGNS, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -2857,9 +2857,13 @@ impl Question {
                             || matches!(self.measure, Some(Measure::Money | Measure::Saving))
                     } else {
                         // `45 min` counts minutes: a unit written short is the one counted.
+                        // People are also counted by the places kept for them ("how many
+                        // people in wheelchairs": `6 wheelchair spaces`).
                         unit.iter().any(|u| {
                             self.counted.contains(u)
                                 || self.counted.iter().any(|c| abbreviates(u, c))
+                                || (self.counted.iter().any(|c| counts_people(c))
+                                    && counts_places(u))
                         })
                     }
                 };
@@ -6795,6 +6799,18 @@ The club was founded in 1990.",
             q.misses("A tool 21 days late is treated as lost, and the member pays its fee."),
             None
         );
+        // People are counted by the places kept for them, not by other things.
+        let mut hall = SourceStore::new();
+        hall.insert(SourceDocument::new(
+            "HALL",
+            "v1",
+            true,
+            "Hall access (fictional)\nThe hall has 4 wheelchair spaces.\nThe hall has 4 wheelchair ramps.",
+        ))
+        .unwrap();
+        let q = Question::new("How many people in wheelchairs fit in the hall?", &hall);
+        assert_eq!(q.misses("The hall has 4 wheelchair spaces."), None);
+        assert!(q.misses("The hall has 4 wheelchair ramps.").is_some());
     }
 
     /// A document's title is not an answer; the words naming an earlier version ("the\n    /// earlier fees schedule") are not what a question asks of it.
