@@ -2729,6 +2729,11 @@ pub fn year_ranges(text: &str) -> Vec<(u32, u32)> {
 /// month).
 pub type Day = (Option<u32>, u32, u32);
 
+/// Whether `unit`, a stem, is a month's (`janua` of `January`).
+pub(crate) fn is_month_stem(unit: &str) -> bool {
+    MONTHS.iter().any(|m| stem(m) == unit)
+}
+
 /// The month a token names (`june`, `jun`, `sept`), 1–12. `may` is a month only where
 /// [`calendar_tokens`] finds a day or a year beside it.
 fn month_of(token: &str) -> Option<u32> {

@@ -18,10 +18,10 @@ use crate::lexicon::{
     abbreviates, age_ranges_in_months, amounts, amounts_with_units, base_form, common_words,
     content_stems, content_words, converse_stems, corrected, counts_people, counts_places,
     date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
-    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_weekday, is_year,
-    length_ranges, locators, measure_ranges, measure_words, money_amounts, names_month,
-    names_season, party_ranges, place_nouns, reading, release_ranges, season_stems, stated_age,
-    stated_age_in_months, stated_dates, stated_lengths, stated_measures, stated_party,
+    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_month_stem,
+    is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words, money_amounts,
+    names_month, names_season, party_ranges, place_nouns, reading, release_ranges, season_stems,
+    stated_age, stated_age_in_months, stated_dates, stated_lengths, stated_measures, stated_party,
     stated_releases, stated_years, states_extent, states_location, states_money, states_size,
     states_temperature, stem, times, unclipped, with_apostrophes, without_locators,
     without_locators_but, words, year_ranges, Day, CURRENCY_SIGNS, NUMBER_WORDS,
@@ -2808,7 +2808,12 @@ impl Question {
                 Qualifier::Label { head, value } => listed_labels(text, head).contains(value),
                 Qualifier::Amount { .. } => false,
             };
+            // "When will the collection due on 1 January be made?": another day of the
+            // month is what a when-question asks for (`will be made on 3 January`).
+            let answered = self.kind == AnswerKind::Time
+                && matches!(s, Qualifier::Amount { unit, .. } if is_month_stem(unit));
             let sibling = !listed
+                && !answered
                 && self
                     .qualifiers
                     .iter()
@@ -3557,7 +3562,22 @@ impl Question {
         // "What's the most I can spend …" asks a sum, whatever its first words.
         let values = |span: &str| match self.kind {
             AnswerKind::Quantity => amounts(span).len(),
-            AnswerKind::Time => times(span).len(),
+            // A time the question states (`1 January`, with its year) is not one it asks
+            // for: a span that states only that says nothing of when.
+            AnswerKind::Time => {
+                let lower = span.to_lowercase();
+                times(span)
+                    .iter()
+                    .filter(|t| {
+                        !self.asked_times.contains(t)
+                            && !(is_year(t)
+                                && self
+                                    .asked_times
+                                    .iter()
+                                    .any(|a| lower.contains(&format!("{a} {t}"))))
+                    })
+                    .count()
+            }
             _ if self.asks_limit && self.measure.is_some() => amounts(span).len(),
             _ => 0,
         };
@@ -3839,6 +3859,7 @@ impl Question {
                 .filter(|f| f.3 == fewest && f.4 == fit_of_fewest)
                 .flat_map(|f| content_stems(&f.2))
                 .collect();
+            let asking = self.asking_stems();
             let asks_of_later = |span: &str| {
                 let lower = span.to_lowercase();
                 let first = match self.kind {
@@ -3852,10 +3873,15 @@ impl Question {
                             .map(|at| &lower[at + v.len()..])
                     })
                     .unwrap_or("");
-                content_stems(later)
-                    .iter()
-                    .any(|t| self.terms.contains(t) && !fitting_terms.contains(t))
+                // Of what the question asks, not of the asker's situation ("My bins
+                // normally go on a Thursday." says nothing a later value is asked of).
+                content_stems(later).iter().any(|t| {
+                    self.terms.contains(t) && asking.contains(t) && !fitting_terms.contains(t)
+                })
             };
+            // A span stating none of what is asked (only the question's own date) gives
+            // way to those that state some.
+            found.retain(|f| f.3 > 0);
             found.retain(|f| {
                 f.3 <= fewest
                     || if fit_of_fewest > 0 && !asks_of_later(&f.2) {
@@ -6493,6 +6519,27 @@ mod tests {
         assert!(!states_location(
             "Blue Badge bays: 3 (Blue Badge holders only)"
         ));
+    }
+
+    /// "When will the collection due on 26 December be made?": another day of the month is
+    /// the answer, not a sibling of the one asked; a span stating only the question's own
+    /// date says nothing of when; and a later value is not kept for a word of the asker's
+    /// situation (`normally`) that the rest of the line happens to repeat.
+    #[test]
+    fn a_when_question_is_answered_by_another_date_than_its_own() {
+        let line = "Collections due on Boxing Day, Friday 26 December 2025, will be made on Saturday 27 December, and Monday 29 December is a normal collection day.";
+        let store = store_of(&[("CAL", &format!("Bin calendar (fictional)\n{line}"))]);
+        let q = Question::new(
+            "My bins normally go on a Friday. When will they be collected in the week of 26 December?",
+            &store,
+        );
+        assert_eq!(q.misses_in(line, Some("CAL")), None);
+        let spans = q.spans_in(line, Some("CAL"));
+        assert!(
+            spans[0].ends_with("will be made on Saturday 27 December"),
+            "{spans:?}"
+        );
+        assert!(spans.iter().all(|s| s.contains("27 December")), "{spans:?}");
     }
 
     #[test]
