@@ -1629,8 +1629,10 @@ impl Question {
         // So does a name written in lower case (`the head nurse at pellinghurst`) that the
         // sources only ever write with a capital, and that is no everyday word.
         let names_only = names_written_only_capitalised(store);
-        let capitals: Vec<&str> = words(question)
-            .into_iter()
+        let question_words = words(question);
+        let capitals: Vec<&str> = question_words
+            .iter()
+            .copied()
             .enumerate()
             .filter(|(i, w)| {
                 // A brand's `iPhone` or `eSIM`, capitalised inside, is a name wherever it is.
@@ -1644,8 +1646,15 @@ impl Question {
                     && w.chars().count() >= 4
                     && !is_common_word(w)
                     && names_only.contains(*w);
-                // A kind of a thing everyday words name (`Newfoundland`, a dog) is no name.
-                (capital || lower_name) && !is_function_word(w) && !stem(w).ends_with('+')
+                // A kind of a thing everyday words name (`Newfoundland`, a dog) is no name,
+                // unless it goes on a name (`Plan` of `Harrowvale Care Plan`).
+                let goes_on = capital
+                    && *i > 1
+                    && question_words[*i - 1].starts_with(char::is_uppercase)
+                    && !is_function_word(question_words[*i - 1]);
+                (capital || lower_name)
+                    && !is_function_word(w)
+                    && (goes_on || !stem(w).ends_with('+'))
             })
             .map(|(_, w)| w)
             .collect();
@@ -2575,6 +2584,23 @@ impl Question {
             && words(&text.to_lowercase())
                 .iter()
                 .any(|w| LIMIT_MARKS.contains(w))
+    }
+
+    /// Whether `text` states the measure the question asks of (a sum of money for "is
+    /// there a fee").
+    #[must_use]
+    pub fn states_measure(&self, text: &str) -> bool {
+        self.measure.is_some_and(|m| m.stated(text))
+    }
+
+    /// Whether the question asks whether something exists (`Is there a sign-up fee …?`,
+    /// `Are there any charges …?`).
+    #[must_use]
+    pub fn asks_existence(&self) -> bool {
+        let lower = asking_part(&self.text).to_lowercase();
+        let w = words(&lower);
+        w.windows(2)
+            .any(|p| matches!(p[0], "is" | "are" | "will") && p[1] == "there")
     }
 
     /// Whether `line` says more than the question asks: a word none of the question's, no

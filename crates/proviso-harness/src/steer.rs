@@ -731,7 +731,10 @@ pub fn rank_citations(
             // "I'm on grade M2 … do I get it?": a rule that names the asker's own id
             // settles whether it applies to them.
             + if question.kind() == AnswerKind::YesNo {
+                // "Is there a sign-up fee?": a line stating a sum (`a joining fee of £10`)
+                // settles it, over one that only names what the fee is for.
                 question.ids_stated(quote)
+                    + usize::from(question.asks_existence() && question.states_measure(quote))
             } else {
                 0
             }
@@ -1567,6 +1570,40 @@ mod tests {
             .map(|c| c.citation["line_start"].as_u64().unwrap())
             .collect();
         assert_eq!(ranked, vec![3], "{:?}", question.beyond());
+    }
+
+    /// "Is there a sign-up fee?": the line stating a sum settles it, over one that only
+    /// names the plan and what joining it allows.
+    #[test]
+    fn whether_there_is_a_fee_is_settled_by_a_line_stating_a_sum() {
+        let mut store = SourceStore::new();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "TERMS",
+                "v1",
+                true,
+                "Garden club terms (fictional)\nThe Greenwell Garden Plan is a yearly membership of the Greenwell club for keen growers.\nYour son or daughter may join the Greenwell Garden Plan from age 8 if you put their name down.\nA one-off joining fee of £8 is taken with the first payment.",
+            ))
+            .unwrap();
+        let candidates = observed(&store, "TERMS");
+        let question = Question::new(
+            "Is there a sign-up fee if I put my son on the Greenwell Garden Plan?",
+            &store,
+        );
+        assert!(question.asks_existence());
+        // `Plan` goes on a name, so it names the subject and is not asked beyond it.
+        assert!(
+            !question.beyond().iter().any(|t| t.starts_with("plan")),
+            "{:?}",
+            question.beyond()
+        );
+        let ranked: Vec<u64> = rank_citations(&candidates, &question, &store, 4)
+            .iter()
+            .map(|c| c.citation["line_start"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ranked.first(), Some(&4), "{ranked:?}");
+        let question = Question::new("Do members of the plan pay a fee?", &store);
+        assert!(!question.asks_existence());
     }
 
     /// A line need not repeat the words that say what kind of thing is asked for; a line
