@@ -2946,6 +2946,16 @@ impl Question {
                                 .into(),
                         );
                     }
+                    // "How long can a booking be?": how far ahead one books (`up to 14
+                    // days in advance`) is not how long it lasts.
+                    Some(Measure::Extent)
+                        if !asks_lead_time(&self.text)
+                            && !Measure::Extent.stated(&without_lead_times(text)) =>
+                    {
+                        return Some(
+                            "the question asks how long, and it states only how far ahead".into(),
+                        );
+                    }
                     _ => {}
                 }
                 // "How much is it per year?": a rate for another period (`£1.80 per day`)
@@ -3595,12 +3605,12 @@ impl Question {
                 times(span)
                     .iter()
                     .filter(|t| {
-                        !self.asked_times.contains(t)
-                            && !(is_year(t)
-                                && self
-                                    .asked_times
-                                    .iter()
-                                    .any(|a| lower.contains(&format!("{a} {t}"))))
+                        let of_asked_date = is_year(t)
+                            && self
+                                .asked_times
+                                .iter()
+                                .any(|a| lower.contains(&format!("{a} {t}")));
+                        !self.asked_times.contains(t) && !of_asked_date
                     })
                     .count()
             }
@@ -5174,6 +5184,31 @@ fn asks_progressive(question: &str) -> bool {
         && original[2..].iter().any(|w| {
             w.len() >= 5 && w.ends_with("ing") && !is_function_word(w) && !is_common_noun_ing(w)
         })
+}
+
+/// Words after a length of time that make it how far ahead something is done (`14 days in
+/// advance`, `48 hours' notice`, `2 weeks before`).
+const LEAD_MARKS: [&str; 5] = ["advance", "ahead", "before", "beforehand", "notice"];
+
+/// Whether `question` asks how far ahead (`how far ahead`, `in advance`, `how much
+/// notice`, `before`).
+fn asks_lead_time(question: &str) -> bool {
+    words(&question.to_lowercase())
+        .iter()
+        .any(|w| LEAD_MARKS.contains(w) || *w == "soon" || *w == "earliest")
+}
+
+/// `text` without the lengths of time it says are how far ahead ([`LEAD_MARKS`]): `Book up
+/// to 14 days in advance.` becomes `Book up to .`.
+fn without_lead_times(text: &str) -> String {
+    static LEAD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let lead = LEAD.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a|an)\s+(working\s+|clear\s+|full\s+)?(minutes?|hours?|days?|nights?|weeks?|months?|years?)('s?|’s?)?\s+(in\s+advance|ahead|before|beforehand|notice)\b",
+        )
+        .expect("a valid pattern")
+    });
+    lead.replace_all(text, "").into_owned()
 }
 
 /// Whether `text` states a value changing: `from £240.00 to £260.00`, `up from 16p to 18p`.
@@ -6884,6 +6919,30 @@ The club was founded in 1990.",
         let q = Question::new("How many people in wheelchairs fit in the hall?", &hall);
         assert_eq!(q.misses("The hall has 4 wheelchair spaces."), None);
         assert!(q.misses("The hall has 4 wheelchair ramps.").is_some());
+    }
+
+    /// "How long can a booking be?" asks how long it lasts: how far ahead one books (`up to
+    /// 14 days in advance`) does not answer it, unless the question asks that.
+    #[test]
+    fn how_long_is_not_how_far_ahead() {
+        let store = store_of(&[(
+            "KILN",
+            "Kiln rules (fictional)\nBook the kiln up to 14 days in advance.\nA kiln booking is a slot of up to 6 hours of firing.\nGive 48 hours' notice to cancel.",
+        )]);
+        let q = Question::new("How long can a single kiln booking be?", &store);
+        assert!(q
+            .misses("Book the kiln up to 14 days in advance.")
+            .is_some());
+        assert_eq!(
+            q.misses("A kiln booking is a slot of up to 6 hours of firing."),
+            None
+        );
+        let q = Question::new("How far ahead can I book the kiln?", &store);
+        assert_eq!(q.misses("Book the kiln up to 14 days in advance."), None);
+        assert_eq!(
+            without_lead_times("Give 48 hours' notice to cancel."),
+            "Give  to cancel."
+        );
     }
 
     /// A document's title is not an answer; the words naming an earlier version ("the\n    /// earlier fees schedule") are not what a question asks of it.
