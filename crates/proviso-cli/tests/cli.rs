@@ -507,7 +507,7 @@ fn retrieval_and_the_harness_answers_are_measured_without_generating() {
     let all = all_row(&stdout);
     assert_eq!(all.len(), 5, "{stdout}");
     assert_eq!(all[0], 65, "{stdout}");
-    assert!(all[1] >= 55 && all[2] == 0, "{stdout}");
+    assert!(all[1] >= 56 && all[2] == 0, "{stdout}");
     // The answer rules on BM25's order alone (`--lexical`) keep their own ratchet: search by
     // meaning adds candidates they rank, and must not hide a loss of theirs.
     let (code, stdout, stderr) = proviso(&[&bank[..], &["--harness", "--lexical"]].concat(), None);
@@ -604,8 +604,8 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("parks", "all", 40, 32, 0),
         ("hostel", "all", 40, 31, 0),
         ("software", "all", 40, 28, 0),
-        ("council", "all", 40, 22, 1),
-        ("vet", "all", 40, 25, 2),
+        ("council", "all", 40, 23, 1),
+        ("vet", "all", 40, 27, 2),
         ("storage", "all", 40, 25, 2),
         ("handbook", "all", 40, 20, 1),
         // Held out until session 33, run whole twice, a development set since.
@@ -646,7 +646,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("insurance", "dev", 20, 14, 0),
         ("insurance", "test", 20, 11, 2),
         ("waste", "dev", 20, 11, 1),
-        ("waste", "test", 20, 9, 3),
+        ("waste", "test", 20, 10, 3),
         // Written fresh in session 40 the same way and split at random (seeds 42 and 43)
         // before any result was read. First run, harness: nursery dev 7 right and 4
         // wrong, test 11 and 1; energy dev 9 and 2, test 10 and 2. Tuned on their dev
@@ -667,7 +667,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         // before any result was read. First run, harness: theatre dev 7 right and 1
         // wrong, test 8 and 4; drivingschool dev 8 and 4, test 6 and 1. Tuned on their
         // dev halves.
-        ("theatre", "dev", 20, 8, 0),
+        ("theatre", "dev", 20, 9, 0),
         ("theatre", "test", 20, 8, 4),
         ("drivingschool", "dev", 20, 9, 3),
         ("drivingschool", "test", 20, 6, 1),
