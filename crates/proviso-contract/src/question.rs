@@ -1648,6 +1648,7 @@ impl Question {
                     && names_only.contains(*w);
                 // A kind of a thing everyday words name (`Newfoundland`, a dog) is no name,
                 // unless it goes on a name (`Plan` of `Harrowvale Care Plan`).
+                // (The word before is past the first, which any question capitalises.)
                 let goes_on = capital
                     && *i > 1
                     && question_words[*i - 1].starts_with(char::is_uppercase)
@@ -5203,9 +5204,10 @@ fn asks_lead_time(question: &str) -> bool {
 fn without_lead_times(text: &str) -> String {
     static LEAD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let lead = LEAD.get_or_init(|| {
-        regex::Regex::new(
-            r"(?i)\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a|an)\s+(working\s+|clear\s+|full\s+)?(minutes?|hours?|days?|nights?|weeks?|months?|years?)('s?|’s?)?\s+(in\s+advance|ahead|before|beforehand|notice)\b",
-        )
+        regex::Regex::new(&format!(
+            r"(?i)\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a|an)\s+(working\s+|clear\s+|full\s+)?(minutes?|hours?|days?|nights?|weeks?|months?|years?)('s?|’s?)?\s+(in\s+)?({})\b",
+            LEAD_MARKS.join("|")
+        ))
         .expect("a valid pattern")
     });
     lead.replace_all(text, "").into_owned()
