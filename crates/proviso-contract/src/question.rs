@@ -6910,14 +6910,10 @@ The club was founded in 1990.",
             None
         );
         // People are counted by the places kept for them, not by other things.
-        let mut hall = SourceStore::new();
-        hall.insert(SourceDocument::new(
+        let hall = store_of(&[(
             "HALL",
-            "v1",
-            true,
             "Hall access (fictional)\nThe hall has 4 wheelchair spaces.\nThe hall has 4 wheelchair ramps.",
-        ))
-        .unwrap();
+        )]);
         let q = Question::new("How many people in wheelchairs fit in the hall?", &hall);
         assert_eq!(q.misses("The hall has 4 wheelchair spaces."), None);
         assert!(q.misses("The hall has 4 wheelchair ramps.").is_some());

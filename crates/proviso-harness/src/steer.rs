@@ -1505,6 +1505,17 @@ mod tests {
         store
     }
 
+    /// A store of one version (`v1`, in force) of each document.
+    fn store_of(documents: &[(&str, &str)]) -> SourceStore {
+        let mut store = SourceStore::new();
+        for (id, text) in documents {
+            store
+                .insert(proviso_contract::SourceDocument::new(id, "v1", true, text))
+                .unwrap();
+        }
+        store
+    }
+
     /// Every line of `source`'s first version, as a search would return it.
     fn observed(store: &SourceStore, source: &str) -> Vec<Value> {
         let d = &store.versions(source)[0];
@@ -1540,26 +1551,13 @@ mod tests {
     /// another names the subject: the lead sentence names the hall, not who does the work.
     #[test]
     fn what_is_asked_beyond_the_subject_outranks_the_subject_named_again() {
-        let mut store = SourceStore::new();
-        store
-            .insert(proviso_contract::SourceDocument::new(
-                "PR",
-                "v1",
-                true,
-                "Press release (fictional): Zephyr Hall to close for repairs\nZephyr Hall, at 5 Zephyr Road, will close on 2 June 2025 for building repairs at Zephyr Hall.\nThe work will be done by Marlow Builders Ltd.",
-            ))
-            .unwrap();
         let rules: Vec<String> = (1..=20)
             .map(|n| format!("Rule {n} applies to members."))
             .collect();
-        store
-            .insert(proviso_contract::SourceDocument::new(
-                "RULES",
-                "v1",
-                true,
-                &rules.join("\n"),
-            ))
-            .unwrap();
+        let store = store_of(&[
+            ("PR", "Press release (fictional): Zephyr Hall to close for repairs\nZephyr Hall, at 5 Zephyr Road, will close on 2 June 2025 for building repairs at Zephyr Hall.\nThe work will be done by Marlow Builders Ltd."),
+            ("RULES", &rules.join("\n")),
+        ]);
         let candidates = observed(&store, "PR");
         let question = Question::new(
             "Which company is doing the building work at Zephyr Hall?",
@@ -1576,15 +1574,10 @@ mod tests {
     /// names the plan and what joining it allows.
     #[test]
     fn whether_there_is_a_fee_is_settled_by_a_line_stating_a_sum() {
-        let mut store = SourceStore::new();
-        store
-            .insert(proviso_contract::SourceDocument::new(
-                "TERMS",
-                "v1",
-                true,
-                "Garden club terms (fictional)\nThe Greenwell Garden Plan is a yearly membership of the Greenwell club for keen growers.\nYour son or daughter may join the Greenwell Garden Plan from age 8 if you put their name down.\nA one-off joining fee of £8 is taken with the first payment.",
-            ))
-            .unwrap();
+        let store = store_of(&[(
+            "TERMS",
+            "Garden club terms (fictional)\nThe Greenwell Garden Plan is a yearly membership of the Greenwell club for keen growers.\nYour son or daughter may join the Greenwell Garden Plan from age 8 if you put their name down.\nA one-off joining fee of £8 is taken with the first payment.",
+        )]);
         let candidates = observed(&store, "TERMS");
         let question = Question::new(
             "Is there a sign-up fee if I put my son on the Greenwell Garden Plan?",
