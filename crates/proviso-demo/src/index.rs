@@ -32,6 +32,18 @@ pub trait Rerank: Send + Sync + std::fmt::Debug {
     fn retrieves(&self) -> bool {
         false
     }
+
+    /// Does ahead of the searches what a first search would otherwise pay for (a
+    /// [`Semantic`] ranker encodes every line it retrieves among). The cost then falls when
+    /// the documents are set up, not inside a tool call, where a tool's timeout would turn
+    /// a large or a busy machine's first search into a failed lookup.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`] when the model fails; the searches then do the work themselves.
+    fn prepare(&self, _lines: &[&str]) -> Result<(), EngineError> {
+        Ok(())
+    }
 }
 
 /// Semantic retrieval: a sentence encoder's cosine between the query and each line
@@ -60,6 +72,13 @@ impl Rerank for Semantic {
 
     fn retrieves(&self) -> bool {
         true
+    }
+
+    fn prepare(&self, lines: &[&str]) -> Result<(), EngineError> {
+        self.encoder
+            .embed(lines)
+            .map(drop)
+            .map_err(|e| EngineError::Runtime(e.to_string()))
     }
 }
 
@@ -189,9 +208,18 @@ impl TextIndex {
     }
 
     /// Re-ranks every later search's best candidates with `rerank` (the first one given
-    /// stays).
-    pub fn rerank_with(&self, rerank: Arc<dyn Rerank>) {
-        let _ = self.rerank.set(rerank);
+    /// stays), prepared now for the documents' texts (`text`, as the searches give it):
+    /// [`Rerank::prepare`].
+    pub fn rerank_with<'a>(&self, rerank: Arc<dyn Rerank>, text: impl Fn(usize) -> &'a str) {
+        if self.rerank.set(rerank).is_ok() {
+            if let Some(rerank) = self.rerank.get() {
+                let texts: Vec<&str> = (0..self.len).map(text).collect();
+                // A failure here is paid again, and reported, by the first search.
+                if let Err(e) = rerank.prepare(&texts) {
+                    tracing::warn!(error = %e, "preparing the search ranker failed");
+                }
+            }
+        }
     }
 
     /// The best `limit` documents for `query` among those `keep` accepts: BM25's order, or,
@@ -483,13 +511,42 @@ mod tests {
             Some(&2),
             "BM25 alone ranks the loan line last"
         );
-        index.rerank_with(Arc::new(expects_after("on loan")));
+        index.rerank_with(Arc::new(expects_after("on loan")), text);
         let reranked = order(index.search_where("cards checked", 3, |_| true, text));
         assert_eq!(reranked[1], 2, "it rises above BM25's second: {reranked:?}");
         assert_eq!(reranked[0], plain[0], "agreement on the first stays first");
         // A filter applies before the pool is re-ranked.
         let kept = index.search_where("cards checked", 3, |i| i != 2, text);
         assert!(kept.iter().all(|h| h.index != 2));
+    }
+
+    /// A ranker that records the lines it was prepared for.
+    #[derive(Debug, Default)]
+    struct Prepared(Mutex<Vec<String>>);
+
+    impl Rerank for Prepared {
+        fn scores(&self, _query: &str, lines: &[&str]) -> Result<Vec<f32>, EngineError> {
+            Ok(vec![0.0; lines.len()])
+        }
+
+        fn prepare(&self, lines: &[&str]) -> Result<(), EngineError> {
+            let mut seen = self.0.lock().unwrap();
+            seen.extend(lines.iter().map(|l| (*l).to_owned()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_ranker_is_prepared_for_every_line_when_given_not_by_the_first_search() {
+        let texts: Vec<String> = vec!["A day pass covers every bus.".into(), "Tickets.".into()];
+        let index = TextIndex::new(&texts);
+        let ranker = Arc::new(Prepared::default());
+        index.rerank_with(ranker.clone(), |i| texts[i].as_str());
+        assert_eq!(*ranker.0.lock().unwrap(), texts);
+        // The first ranker given stays, and is not prepared twice.
+        index.rerank_with(Arc::new(Prepared::default()), |i| texts[i].as_str());
+        index.rerank_with(ranker.clone(), |i| texts[i].as_str());
+        assert_eq!(ranker.0.lock().unwrap().len(), texts.len());
     }
 
     /// A re-ranker that retrieves, scoring a line by whether it holds `word`.
@@ -522,7 +579,7 @@ mod tests {
         let order = |hits: Vec<Hit>| hits.iter().map(|h| h.index).collect::<Vec<_>>();
         // BM25 alone never returns the ticket line: it shares no word with "pass".
         assert!(!order(index.search_where("pass", 4, |_| true, text)).contains(&2));
-        index.rerank_with(Arc::new(Holds("Tickets")));
+        index.rerank_with(Arc::new(Holds("Tickets")), text);
         let found = order(index.search_where("pass", 4, |_| true, text));
         assert!(found.contains(&2), "{found:?}");
         // BM25's first, which the encoder does not favour, still comes before a line BM25

@@ -103,7 +103,8 @@ impl PolicyBase {
 
     /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
     pub fn rerank_with(&self, rerank: std::sync::Arc<dyn crate::index::Rerank>) {
-        self.index.rerank_with(rerank);
+        self.index
+            .rerank_with(rerank, |i| self.lines[i].text.as_str());
     }
 
     /// Ranked lines for `query` ([`TextIndex::search_versions`]: the version in force

@@ -245,7 +245,8 @@ impl TrialCorpus {
 
     /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
     pub fn rerank_with(&self, rerank: Arc<dyn crate::index::Rerank>) {
-        self.index.rerank_with(rerank);
+        self.index
+            .rerank_with(rerank, |i| self.lines[i].text.as_str());
     }
 
     /// The best-matching lines for `query`, each with its source, version and trial. A trial
