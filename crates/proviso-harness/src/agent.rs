@@ -1152,7 +1152,7 @@ impl Agent {
 }
 
 /// Turns an accepted tool request that repeats an executed call into an application-gate
-/// rejection.
+/// rejection, unless the call may be tried again ([`steer::may_retry`]: it timed out once).
 fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
     let Some(Intent::ToolRequest { calls, .. }) = verdict.intent() else {
         return verdict;
@@ -1160,7 +1160,11 @@ fn refuse_repeats(verdict: Verdict, executed: &[ExecutedCall]) -> Verdict {
     let repeated = calls.iter().enumerate().find_map(|(i, call)| {
         executed
             .iter()
-            .find(|e| e.call.name() == call.name() && e.call.arguments() == call.arguments())
+            .find(|e| {
+                e.call.name() == call.name()
+                    && e.call.arguments() == call.arguments()
+                    && !steer::may_retry(e, executed)
+            })
             .map(|e| (i, e))
     });
     let Some((index, earlier)) = repeated else {

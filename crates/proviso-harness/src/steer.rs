@@ -238,6 +238,7 @@ pub(crate) fn narrow(
 ) -> proviso_tools::steer::Narrowed {
     let ran: Vec<(&str, &Map<String, Value>)> = executed
         .iter()
+        .filter(|e| !may_retry(e, executed))
         .map(|e| (e.call.name(), e.call.arguments()))
         .collect();
     let mut narrowed = proviso_tools::steer::without_calls(registry, format, &ran);
@@ -263,6 +264,21 @@ pub(crate) fn narrow(
         }
     }
     narrowed
+}
+
+/// Whether `call` may be written again although it ran: it timed out, and only in one
+/// step (a call written twice in a step runs once). A timeout says nothing of what the
+/// call would return, unlike an answer or a refusal: a busy machine or a slow first run
+/// must not leave the run with every lookup "done" and nothing learnt. Once more only, so
+/// a tool that always hangs costs one retry, not the budget.
+pub(crate) fn may_retry(call: &ExecutedCall, executed: &[ExecutedCall]) -> bool {
+    let same = |e: &&ExecutedCall| {
+        e.call.name() == call.call.name() && e.call.arguments() == call.call.arguments()
+    };
+    executed
+        .iter()
+        .filter(same)
+        .all(|e| matches!(e.outcome, ToolOutcome::TimedOut { .. }) && e.step == call.step)
 }
 
 /// The first call of one of `tools` (in order) that has not run and whose arguments name a
@@ -1963,6 +1979,59 @@ Soup is served from noon.",
         );
         assert_eq!(all.exhausted, vec!["read"]);
         assert!(all.registry.is_empty());
+    }
+
+    /// A call that timed out may be written once more (in a later step); one that timed out
+    /// twice, or failed otherwise, may not.
+    #[test]
+    fn a_call_that_timed_out_once_may_run_again() {
+        let registry = Registry::new(vec![proviso_tools::ToolSpec::new(
+            "read",
+            "Reads.",
+            proviso_contract::IntentClass::Read,
+            json!({"type": "object", "properties": {"version": {"enum": ["v1", "v2"]}},
+                "additionalProperties": false}),
+        )])
+        .unwrap();
+        let ran = |step: u64, outcome: ToolOutcome| ExecutedCall {
+            step,
+            call: proviso_contract::ToolCall::new(
+                Some("c".into()),
+                "read".into(),
+                json!({"version": "v1"}).as_object().unwrap().clone(),
+                proviso_contract::IntentClass::Read,
+            ),
+            outcome,
+            duration_ms: 0,
+        };
+        let late = || ToolOutcome::TimedOut { after_ms: 10 };
+        // Written twice in its step, it ran once: it may still be tried again.
+        let once = narrow(
+            &registry,
+            CallFormat::Hermes,
+            &[ran(1, late()), ran(1, late())],
+        );
+        assert!(once.excluded.is_empty(), "{:?}", once.excluded);
+        let twice = narrow(
+            &registry,
+            CallFormat::Hermes,
+            &[ran(1, late()), ran(2, late())],
+        );
+        assert_eq!(twice.excluded, vec![r#"read {"version":"v1"}"#]);
+        let refused = ToolOutcome::Failed {
+            failure: crate::ToolFailure::new("not_found", "no"),
+        };
+        let failed = narrow(&registry, CallFormat::Hermes, &[ran(1, refused)]);
+        assert_eq!(failed.excluded, vec![r#"read {"version":"v1"}"#]);
+        let answered = narrow(
+            &registry,
+            CallFormat::Hermes,
+            &[
+                ran(1, late()),
+                ran(2, ToolOutcome::Ok { result: json!({}) }),
+            ],
+        );
+        assert_eq!(answered.excluded, vec![r#"read {"version":"v1"}"#]);
     }
 
     /// A question about an earlier version is answered from a superseded version only,

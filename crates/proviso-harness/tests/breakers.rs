@@ -549,6 +549,32 @@ fn a_tool_that_times_out_is_its_own_outcome() {
 }
 
 #[test]
+fn a_call_that_timed_out_runs_once_more_and_then_is_refused_as_repeated() {
+    for format in CallFormat::ALL {
+        let slow = call(format, "slow_lookup", json!({}));
+        let run = run_as(
+            format,
+            "clerk",
+            vec![slow.clone(), slow.clone(), slow, answer(format)],
+        );
+        let timed_out: Vec<u64> = run
+            .report
+            .executed
+            .iter()
+            .filter(|e| matches!(e.outcome, ToolOutcome::TimedOut { .. }))
+            .map(|e| e.step)
+            .collect();
+        assert_eq!(timed_out, vec![1, 2], "{format:?}");
+        assert_eq!(
+            run.verdicts[2].code().map(|c| c.as_str()),
+            Some("repeated_call"),
+            "{format:?}"
+        );
+        assert!(matches!(run.report.end, RunEnd::FinalAnswer { .. }));
+    }
+}
+
+#[test]
 fn malformed_output_is_retried_a_bounded_number_of_times() {
     for format in CallFormat::ALL {
         let broken = match format {
