@@ -2396,6 +2396,48 @@ impl Question {
         asks_earlier(&text, &superseded) || asks_of_earlier_years(&text, store)
     }
 
+    /// The thing whose kind `text` asks, when it ends the question ("What kind of drug is
+    /// tesoglutide?" asks what `tesoglutide` is), read without the rest of the question: a
+    /// search needs only this to bring forward the line that says what it is
+    /// ([`Question::defines_kind`]).
+    #[must_use]
+    pub fn text_asks_kind_of(text: &str) -> Option<String> {
+        static KIND: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let kind = KIND.get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)\b(?:what|which)\s+(?:kind|type|sort|class|category)\s+of\s+[a-z-]+(?:\s+[a-z-]+)?\s+(?:is|are|was|were)\s+(?:the\s+|a\s+|an\s+)?([\w-]+(?:\s+[\w-]+){0,3})\s*\?*\s*$",
+            )
+            .expect("a valid pattern")
+        });
+        let name = kind.captures(text.trim())?.get(1)?.as_str();
+        // "What kind of food is served?": a verb or a word of the sentence, not a thing.
+        let thing = words(name)
+            .iter()
+            .any(|w| !is_function_word(w) && !w.ends_with("ed"));
+        thing.then(|| name.to_owned())
+    }
+
+    /// Whether `line` says what kind of thing `name` is, as a definition does: `name`
+    /// followed by `, a …`, `, an …`, ` is a …` or ` (a …` ("tesoglutide, an
+    /// investigational incretin-based peptide").
+    #[must_use]
+    pub fn defines_kind(line: &str, name: &str) -> bool {
+        let line = line.to_lowercase();
+        let name = name.to_lowercase();
+        line.match_indices(name.as_str()).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            if before.is_some_and(char::is_alphanumeric) {
+                return false;
+            }
+            let rest = &line[at + name.len()..];
+            [
+                ", a ", ", an ", " is a ", " is an ", " (a ", " (an ", " was a ", " was an ",
+            ]
+            .iter()
+            .any(|opening| rest.starts_with(opening))
+        })
+    }
+
     /// Whether a source is about the question's subject: it states every id the question
     /// names, or, without one, at least half the weight of its subject words (a rare word
     /// may be missing; the drug's name may not).
@@ -7238,6 +7280,43 @@ The club was founded in 1990.",
             "HOLIDAY"
         ));
         assert!(q.subject_in_title("HOLIDAY") > q.subject_in_title("FEES"));
+    }
+
+    #[test]
+    fn what_kind_of_thing_a_name_is_is_said_by_a_line_defining_it() {
+        assert_eq!(
+            Question::text_asks_kind_of("What kind of drug is Florimab?").as_deref(),
+            Some("Florimab")
+        );
+        assert_eq!(
+            Question::text_asks_kind_of("which type of boiler is the Calder 40").as_deref(),
+            Some("Calder 40")
+        );
+        assert_eq!(
+            Question::text_asks_kind_of("What kind of food is served?"),
+            None
+        );
+        assert_eq!(
+            Question::text_asks_kind_of("What kind of drug treats it, and when?"),
+            None
+        );
+        assert!(Question::defines_kind(
+            "The study tests florimab, an engineered monoclonal antibody, in adults.",
+            "Florimab"
+        ));
+        assert!(Question::defines_kind(
+            "The Calder 40 is a condensing combi boiler.",
+            "Calder 40"
+        ));
+        assert!(!Question::defines_kind(
+            "Florimab 10 mg was given weekly.",
+            "Florimab"
+        ));
+        // A longer word that holds the name is another word.
+        assert!(!Question::defines_kind(
+            "Noflorimab, a placebo, was given.",
+            "florimab"
+        ));
     }
 
     #[test]

@@ -147,6 +147,19 @@ impl Rerank for QueryLikelihood {
     }
 }
 
+/// For a question asking what kind of thing a name is ([`Question::text_asks_kind_of`]),
+/// the lines that define it ([`Question::defines_kind`]: `tesoglutide, an … peptide`) come
+/// first, each keeping its order: a definition says the name once, in passing, where the
+/// lines about its doses say it twice and outrank it by their words.
+///
+/// [`Question::text_asks_kind_of`]: proviso_contract::Question::text_asks_kind_of
+/// [`Question::defines_kind`]: proviso_contract::Question::defines_kind
+fn definitions_first<'a>(query: &str, hits: &mut [Hit], text: impl Fn(usize) -> &'a str) {
+    if let Some(name) = proviso_contract::Question::text_asks_kind_of(query) {
+        hits.sort_by_key(|h| !proviso_contract::Question::defines_kind(text(h.index), &name));
+    }
+}
+
 /// What the index counts as a word: the lexicon's content stems
 /// ([`proviso_contract::lexicon::content_stems`]), the same words the answer rules weigh. A
 /// search and the rules that judge its lines thus agree on what a line shares with a
@@ -240,7 +253,8 @@ impl TextIndex {
             .filter(|h| keep(h.index))
             .collect();
         self.add_unmatched(&mut hits, &keep);
-        self.rerank_best(query, &mut hits, limit, text);
+        self.rerank_best(query, &mut hits, limit, &text);
+        definitions_first(query, &mut hits, &text);
         hits.truncate(limit);
         hits
     }
@@ -319,6 +333,7 @@ impl TextIndex {
         let first = |h: &Hit| line(h.index).in_force != earlier;
         hits.sort_by_key(|h| !first(h));
         self.rerank_best(query, &mut hits, limit, |i| line(i).text);
+        definitions_first(query, &mut hits, |i| line(i).text);
         hits.sort_by_key(|h| !first(h));
         hits.truncate(limit);
         hits

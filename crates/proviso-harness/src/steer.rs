@@ -675,6 +675,7 @@ pub fn rank_citations(
     // A line inherits its source's subject: "altered taste" answers a question about
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
+    let kind_of = Question::text_asks_kind_of(question.text());
     let mut scored: Vec<(RankKey, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
@@ -761,7 +762,14 @@ pub fn rank_citations(
             + 2 * usize::from(question.limit_stated(quote))
             // "Which district is the Hallowmere Central hub in?": a record with a field
             // for it (`dist: Castlegate`), over a line that only names the hub.
-            + usize::from(question.keys_asked_in(quote));
+            + usize::from(question.keys_asked_in(quote))
+            // "What kind of drug is tesoglutide?": the line defining it (`tesoglutide, an
+            // … peptide`), over the lines naming its doses.
+            + usize::from(
+                kind_of
+                    .as_deref()
+                    .is_some_and(|name| Question::defines_kind(quote, name)),
+            );
         // A line naming only other ids (another route's record) gives way to any that
         // does not.
         let own_ids = !question.names_other_ids(quote);
@@ -1584,6 +1592,23 @@ mod tests {
             .map(|c| c.citation["line_start"].as_u64().unwrap())
             .collect();
         assert_eq!(ranked, vec![3], "{:?}", question.beyond());
+    }
+
+    /// "What kind of drug is florimab?": the line defining it, over the lines that name
+    /// it twice with its doses.
+    #[test]
+    fn what_kind_a_name_is_is_answered_by_the_line_defining_it() {
+        let store = store_of(&[(
+            "SYN",
+            "Florimab study synopsis (fictional)\nArm A: florimab 5 mg receives florimab 5 mg by infusion every 4 weeks.\nArm B: florimab 10 mg receives florimab 10 mg by infusion every 4 weeks.\nThis Phase 2 study tests florimab, an engineered monoclonal antibody, in adults with asthma.",
+        )]);
+        let candidates = observed(&store, "SYN");
+        let question = Question::new("What kind of drug is florimab?", &store);
+        let ranked: Vec<u64> = rank_citations(&candidates, &question, &store, 4)
+            .iter()
+            .map(|c| c.citation["line_start"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ranked.first(), Some(&4), "{ranked:?}");
     }
 
     /// "Is there a sign-up fee?": the line stating a sum settles it, over one that only
