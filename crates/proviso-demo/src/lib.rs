@@ -341,6 +341,55 @@ mod tests {
         }
     }
 
+    /// When no line of the documents may answer the question, the run abstains after its
+    /// first lookup instead of reading the documents one by one; when one may, it looks on.
+    #[test]
+    fn a_question_no_document_answers_is_abstained_from_after_one_lookup() {
+        let dir = std::env::temp_dir().join(format!("proviso-abstain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("hall.md"),
+            "# Fenwick Hall hire (fictional)\n\nThe main hall seats 120 people.\nHiring the main hall costs £45 an hour.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("garden.md"),
+            "# Fenwick Hall garden (fictional)\n\nThe garden opens at 09:00 from April to September.\n",
+        )
+        .unwrap();
+        let base = Arc::new(docs::DocsBase::load(&dir).unwrap());
+        let search = proviso_tools::write_call(
+            CallFormat::Envelope,
+            "search_docs",
+            json!({"query": "fenwick"}).as_object().unwrap(),
+        );
+        let read = proviso_tools::write_call(
+            CallFormat::Envelope,
+            "read_doc",
+            json!({"source_id": "garden"}).as_object().unwrap(),
+        );
+        let run = |question: &str| {
+            let agent = docs_agent(base.clone()).unwrap();
+            let mut script = Scripted(vec![read.clone(), read.clone(), search.clone()]);
+            let mut plans = Plans::default();
+            let report = agent.run(&mut script, question, &mut plans);
+            (report, plans)
+        };
+        let (report, plans) = run("How much does it cost to land a helicopter on the lawn?");
+        assert_eq!(report.executed.len(), 1, "{:?}", report.end);
+        match &report.end {
+            proviso_harness::RunEnd::Abstained { message, .. } => {
+                assert!(message.contains("no document holds"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(plans.0[1].abstain.is_some(), "{:?}", plans.0);
+        // The search named no line about hiring, but a document holds one: no abstention.
+        let (_, plans) = run("How much does it cost to hire the main hall?");
+        assert!(plans.0.iter().all(|p| p.abstain.is_none()), "{:?}", plans.0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// With grounded answers, a step with no observed line to cite never offers an answer
     /// (whose citations could then name any source): after a lookup that failed, the next
     /// step must look up again, and when no lookup is left the run abstains.

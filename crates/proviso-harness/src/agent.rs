@@ -953,6 +953,13 @@ impl Agent {
             // many lookups.
             let store = contract.and_then(|c| c.source_store());
             if let (Some(asked), Some(store)) = (asked, store) {
+                // When the documents are all there is to cite (no tool's result becomes a
+                // source) and none holds a line that answers, no lookup can find one: the
+                // run abstains now rather than read them one by one.
+                if !self.config.cite_results && !steer::store_answers(asked, store) {
+                    abstain(&mut plan, "no document holds a line that answers it");
+                    return (None, Vec::new(), plan);
+                }
                 let read = steer::next_read(
                     registry,
                     self.toolbox.registry(),

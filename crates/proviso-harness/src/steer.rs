@@ -486,6 +486,31 @@ pub fn observed_citations(
     cited_lines(&results, store, superseded)
 }
 
+/// Whether some line of `store` may answer `question`: a line of a version it may cite (in
+/// force, or any when it asks about an earlier one) that [`rank_citations`] keeps. The
+/// harness knows its documents: when none holds such a line, no lookup can find one.
+#[must_use]
+pub fn store_answers(question: &Question, store: &SourceStore) -> bool {
+    let earlier = question.asks_earlier_version();
+    store
+        .documents()
+        .filter(|d| d.in_force() || earlier)
+        .any(|d| {
+            // Every line, without the cap a run's observed lines have.
+            let lines: Vec<Value> = d
+                .lines()
+                .iter()
+                .enumerate()
+                .filter(|(_, text)| !text.trim().is_empty())
+                .map(|(i, text)| {
+                    json!({"quote": text, "source_id": d.source_id(), "version": d.version(),
+                        "line_start": i + 1, "line_end": i + 1})
+                })
+                .collect();
+            !rank_citations(&lines, question, store, 1).is_empty()
+        })
+}
+
 /// The lines `results` (tool results, in order) cite that `store` holds, as
 /// [`observed_citations`] reads them from a run's calls.
 #[must_use]
