@@ -3635,6 +3635,107 @@ impl Question {
     /// [`Question::spans`] of a line of `source`, judged by [`Question::misses_in`].
     #[must_use]
     pub fn spans_in(&self, line: &str, source: Option<&str>) -> Vec<String> {
+        let spans = self.spans_of(line, source);
+        self.without_earlier_values(line, spans)
+    }
+
+    /// Of `spans` of a change record (`What: Start of peak rate; Before: 16:30; Now:
+    /// 17:00`), those stating its earlier value and not its later one, unless the question
+    /// asks about before (an earlier version, a word of the past such as `before` or
+    /// `used to`, or a year an earlier key names): what holds now is the later value, and a
+    /// span stating only the earlier one would state what no longer holds.
+    fn without_earlier_values(&self, line: &str, spans: Vec<String>) -> Vec<String> {
+        let Some(fields) = record_fields(line) else {
+            return spans;
+        };
+        let first_word = |field: &str| {
+            field
+                .split_once(": ")
+                .map(|(k, _)| k.to_lowercase())
+                .and_then(|k| k.split_whitespace().next().map(str::to_owned))
+                .unwrap_or_default()
+        };
+        const EARLIER: [&str; 9] = [
+            "before",
+            "was",
+            "old",
+            "previous",
+            "previously",
+            "formerly",
+            "prior",
+            "until",
+            "till",
+        ];
+        const LATER: [&str; 7] = [
+            "now",
+            "new",
+            "current",
+            "currently",
+            "from",
+            "since",
+            "after",
+        ];
+        let key_years = |field: &str| {
+            field
+                .split_once(": ")
+                .map(|(k, _)| stated_years(k))
+                .unwrap_or_default()
+        };
+        // `In 2025` is a later key beside `Until 2024`.
+        let later = |field: &str| {
+            LATER.contains(&first_word(field).as_str())
+                || (first_word(field) == "in" && !key_years(field).is_empty())
+        };
+        let earlier: Vec<&str> = fields
+            .iter()
+            .copied()
+            .filter(|f| EARLIER.contains(&first_word(f).as_str()))
+            .collect();
+        if earlier.is_empty() || !fields.iter().any(|f| later(f)) {
+            return spans;
+        }
+        let lower = format!(" {} ", self.text.to_lowercase());
+        let past = [
+            " before",
+            " previous",
+            " used to ",
+            " use to ",
+            " formerly",
+            " originally",
+            " prior ",
+            " earlier",
+            " last year",
+            " until ",
+            " old ",
+            " change",
+            " was it ",
+            " were they ",
+        ]
+        .iter()
+        .any(|w| lower.contains(w));
+        let asked_years: Vec<u32> = stated_years(&self.text);
+        let of_asked_year = earlier
+            .iter()
+            .any(|f| key_years(f).iter().any(|y| asked_years.contains(y)));
+        if self.earlier || past || of_asked_year {
+            return spans;
+        }
+        let kept: Vec<String> = spans
+            .iter()
+            .filter(|s| {
+                !earlier.iter().any(|f| s.contains(f))
+                    || fields.iter().any(|f| later(f) && s.contains(f))
+            })
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            spans
+        } else {
+            kept
+        }
+    }
+
+    fn spans_of(&self, line: &str, source: Option<&str>) -> Vec<String> {
         let clauses = clauses(line);
         // Each span: how much of the question it covers, its length, the span, and how many
         // values of the asked kind it states.
@@ -7280,6 +7381,26 @@ The club was founded in 1990.",
             "HOLIDAY"
         ));
         assert!(q.subject_in_title("HOLIDAY") > q.subject_in_title("FEES"));
+    }
+
+    #[test]
+    fn a_change_records_earlier_value_answers_only_a_question_about_before() {
+        let store = store_of(&[(
+            "CHANGES",
+            "Changes this year (fictional)\nWhat: Start of the evening rate; Before: 18:00; Now: 18:30\nWhat: Pool opening on Sundays; Until 2024: 09:00; In 2025: 08:00",
+        )]);
+        let spans = |q: &str, line: &str| Question::new(q, &store).spans(line);
+        let rate = "What: Start of the evening rate; Before: 18:00; Now: 18:30";
+        let now = spans("From what time does the evening rate start?", rate);
+        assert!(!now.is_empty(), "{now:?}");
+        assert!(now.iter().all(|s| !s.contains("18:00")), "{now:?}");
+        let before = spans("When did the evening rate start before the change?", rate);
+        assert!(before.iter().any(|s| s.contains("18:00")), "{before:?}");
+        let pool = "What: Pool opening on Sundays; Until 2024: 09:00; In 2025: 08:00";
+        let sunday = spans("What time does the pool open on Sundays?", pool);
+        assert!(sunday.iter().all(|s| !s.contains("09:00")), "{sunday:?}");
+        let then = spans("What time did the pool use to open on Sundays?", pool);
+        assert!(then.iter().any(|s| s.contains("09:00")), "{then:?}");
     }
 
     #[test]
