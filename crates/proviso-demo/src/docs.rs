@@ -944,6 +944,21 @@ pub fn toolbox(base: Arc<DocsBase>) -> Result<Toolbox, ToolError> {
         )
 }
 
+/// A fresh directory `proviso-NAME-PID` under the temporary directory, holding `files`
+/// (path, text): the documents a test loads. The test removes it.
+#[cfg(test)]
+pub(crate) fn written_docs(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("proviso-{name}-{}", std::process::id()));
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("a writable temporary directory");
+        }
+        std::fs::write(path, text).expect("a writable temporary directory");
+    }
+    dir
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1099,13 +1114,13 @@ mod tests {
     /// words only.
     #[test]
     fn lines_are_found_by_their_section() {
-        let dir = std::env::temp_dir().join(format!("proviso-sections-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("rules.txt"),
-            "Workshop rules (fictional)\nBooking the lathe:\n- A slot is up to 2 hours.\nCleaning up:\n- Sweep the floor after use.\n",
-        )
-        .unwrap();
+        let dir = written_docs(
+            "sections",
+            &[(
+                "rules.txt",
+                "Workshop rules (fictional)\nBooking the lathe:\n- A slot is up to 2 hours.\nCleaning up:\n- Sweep the floor after use.\n",
+            )],
+        );
         let base = DocsBase::load(&dir).unwrap();
         let hits = base.search("how long is a lathe booking", 5);
         let texts: Vec<&str> = hits["results"]
@@ -1131,23 +1146,23 @@ mod tests {
 
     #[test]
     fn a_line_is_found_by_its_documents_title_but_a_record_stands_alone() {
-        let dir = std::env::temp_dir().join(format!("proviso-docs-title-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("release.txt"),
-            "Oak Street branch to be refurbished\nThe work will be done by Brick & Co.\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("other.txt"),
-            "Elm Road branch news\nThe work on the car park is done.\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("branches.jsonl"),
-            "{\"branch\": \"Oak Street\", \"phone\": \"0100\"}\n{\"branch\": \"Pine Hill\", \"phone\": \"0200\"}\n",
-        )
-        .unwrap();
+        let dir = written_docs(
+            "docs-title",
+            &[
+                (
+                    "release.txt",
+                    "Oak Street branch to be refurbished\nThe work will be done by Brick & Co.\n",
+                ),
+                (
+                    "other.txt",
+                    "Elm Road branch news\nThe work on the car park is done.\n",
+                ),
+                (
+                    "branches.jsonl",
+                    "{\"branch\": \"Oak Street\", \"phone\": \"0100\"}\n{\"branch\": \"Pine Hill\", \"phone\": \"0200\"}\n",
+                ),
+            ],
+        );
         let base = DocsBase::load(&dir).unwrap();
         // The sentence never names the branch; its document's title does.
         let hits = base.search("who does the work at Oak Street", 5);

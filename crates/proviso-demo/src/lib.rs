@@ -345,18 +345,19 @@ mod tests {
     /// first lookup instead of reading the documents one by one; when one may, it looks on.
     #[test]
     fn a_question_no_document_answers_is_abstained_from_after_one_lookup() {
-        let dir = std::env::temp_dir().join(format!("proviso-abstain-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("hall.md"),
-            "# Fenwick Hall hire (fictional)\n\nThe main hall seats 120 people.\nHiring the main hall costs £45 an hour.\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("garden.md"),
-            "# Fenwick Hall garden (fictional)\n\nThe garden opens at 09:00 from April to September.\n",
-        )
-        .unwrap();
+        let dir = docs::written_docs(
+            "abstain",
+            &[
+                (
+                    "hall.md",
+                    "# Fenwick Hall hire (fictional)\n\nThe main hall seats 120 people.\nHiring the main hall costs £45 an hour.\n",
+                ),
+                (
+                    "garden.md",
+                    "# Fenwick Hall garden (fictional)\n\nThe garden opens at 09:00 from April to September.\n",
+                ),
+            ],
+        );
         let base = Arc::new(docs::DocsBase::load(&dir).unwrap());
         let search = proviso_tools::write_call(
             CallFormat::Envelope,

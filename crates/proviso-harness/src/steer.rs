@@ -1986,29 +1986,38 @@ Soup is served from noon.",
         assert_eq!(subsets(&[1, 2, 3], 3, 2).len(), 2);
     }
 
-    #[test]
-    fn finite_tools_are_narrowed_and_exhausted() {
-        let registry = Registry::new(vec![proviso_tools::ToolSpec::new(
+    /// One tool, `read`, with an optional `version` of two: six calls in all.
+    fn versioned_read() -> Registry {
+        Registry::new(vec![proviso_tools::ToolSpec::new(
             "read",
             "Reads.",
             proviso_contract::IntentClass::Read,
             json!({"type": "object", "properties": {"version": {"enum": ["v1", "v2"]}},
                 "additionalProperties": false}),
         )])
-        .unwrap();
-        let args = |v: Value| v.as_object().unwrap().clone();
-        let ran = |a: Map<String, Value>| ExecutedCall {
-            step: 1,
+        .unwrap()
+    }
+
+    /// A `read` with `arguments` that ran in `step` and came to `outcome`.
+    fn read_ran(step: u64, arguments: Value, outcome: ToolOutcome) -> ExecutedCall {
+        ExecutedCall {
+            step,
             call: proviso_contract::ToolCall::new(
                 Some("c".into()),
                 "read".into(),
-                a,
+                arguments.as_object().unwrap().clone(),
                 proviso_contract::IntentClass::Read,
             ),
-            outcome: ToolOutcome::Ok { result: json!({}) },
+            outcome,
             duration_ms: 0,
-        };
-        let one = narrow(&registry, CallFormat::Hermes, &[ran(args(json!({})))]);
+        }
+    }
+
+    #[test]
+    fn finite_tools_are_narrowed_and_exhausted() {
+        let registry = versioned_read();
+        let ran = |a: Value| read_ran(1, a, ToolOutcome::Ok { result: json!({}) });
+        let one = narrow(&registry, CallFormat::Hermes, &[ran(json!({}))]);
         assert_eq!(one.excluded, vec!["read {}"]);
         assert!(one.avoid.is_empty());
         assert_eq!(
@@ -2022,9 +2031,9 @@ Soup is served from noon.",
             &registry,
             CallFormat::Hermes,
             &[
-                ran(args(json!({}))),
-                ran(args(json!({"version": "v1"}))),
-                ran(args(json!({"version": "v2"}))),
+                ran(json!({})),
+                ran(json!({"version": "v1"})),
+                ran(json!({"version": "v2"})),
             ],
         );
         assert_eq!(all.exhausted, vec!["read"]);
@@ -2035,25 +2044,9 @@ Soup is served from noon.",
     /// twice, or failed otherwise, may not.
     #[test]
     fn a_call_that_timed_out_once_may_run_again() {
-        let registry = Registry::new(vec![proviso_tools::ToolSpec::new(
-            "read",
-            "Reads.",
-            proviso_contract::IntentClass::Read,
-            json!({"type": "object", "properties": {"version": {"enum": ["v1", "v2"]}},
-                "additionalProperties": false}),
-        )])
-        .unwrap();
-        let ran = |step: u64, outcome: ToolOutcome| ExecutedCall {
-            step,
-            call: proviso_contract::ToolCall::new(
-                Some("c".into()),
-                "read".into(),
-                json!({"version": "v1"}).as_object().unwrap().clone(),
-                proviso_contract::IntentClass::Read,
-            ),
-            outcome,
-            duration_ms: 0,
-        };
+        let registry = versioned_read();
+        let ran =
+            |step: u64, outcome: ToolOutcome| read_ran(step, json!({"version": "v1"}), outcome);
         let late = || ToolOutcome::TimedOut { after_ms: 10 };
         // Written twice in its step, it ran once: it may still be tried again.
         let once = narrow(
