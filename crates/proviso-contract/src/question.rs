@@ -338,7 +338,11 @@ impl Qualifier {
             // `our 3 kids (6, 9 and 12)`: numbers in brackets after a noun say what its
             // members are (their ages), not which member.
             let bracketed = raw.get(i + 1).is_some_and(|r| r.starts_with('('));
-            if word(a) && !bracketed && (letter || (number(b) && b.len() <= 3)) {
+            // `Saturday 27 December` and `March 3` are dates, which [`Question::date_fits`]
+            // reads; a day of a month is no member of a series.
+            let dated = (is_weekday(a) || names_month(a))
+                && b.parse::<u32>().is_ok_and(|d| (1..=31).contains(&d));
+            if word(a) && !bracketed && !dated && (letter || (number(b) && b.len() <= 3)) {
                 out.push(Self::Label {
                     head: stem(a),
                     value: b.to_lowercase(),
@@ -2510,6 +2514,15 @@ impl Question {
                 .any(|v| words(v).contains(&n))
         };
         let general = self.member_fits(line).is_none();
+        // A row whose label carries a footnote mark (`Peak⁶: £90`) is read with the
+        // footnote that says what the label means (`⁶ Peak: Friday and Saturday evenings`),
+        // which names when the cell holds. Not a mark on a value (`£41.20¹`), whose
+        // footnote may name where it does not (`¹ In Harnmouth the charge is £36.90`).
+        let note = self
+            .footnoted
+            .get(line)
+            .filter(|note| defines_marked_label(line, note))
+            .map_or("", String::as_str);
         // A line that writes a name by its abbreviation (`Weekly (WET, CAD)`) states it.
         let written = line;
         let line = &self.unabbreviated(line);
@@ -2546,7 +2559,7 @@ impl Question {
                 || (undated
                     && is_calendar_word(n)
                     && self.dated.get(source).is_some_and(|t| states_name(t, n)))
-                || [line, title, section_text, before, marking]
+                || [line, title, section_text, before, marking, note]
                     .iter()
                     .any(|text| states_name(text, n))
                     && !self.other_name(written, n)
@@ -5290,9 +5303,8 @@ fn asks_point_in_time(question: &str) -> bool {
 const ASKER_PRONOUNS: [&str; 8] = ["i", "we", "you", "they", "he", "she", "it", "one"];
 
 /// Verbs too general to say what a question asks (`get`, `have`).
-const GENERAL_VERBS: [&str; 14] = [
+const GENERAL_VERBS: [&str; 13] = [
     "be", "have", "get", "go", "need", "use", "make", "do", "take", "see", "know", "find", "come",
-    "still",
 ];
 
 /// The verb of a yes-or-no question whose subject is a pronoun ("Can I renew …", "Do we
@@ -5307,7 +5319,14 @@ fn asked_verb(question: &str) -> Option<String> {
     if w.len() < 3 || !AUX.contains(&w[0]) || !ASKER_PRONOUNS.contains(&w[1]) {
         return None;
     }
-    let verb = w[2];
+    // An adverb before the verb (`Can I just hand …`, `Do we still pay …`) says how, not
+    // what is done.
+    const ADVERBS: [&str; 10] = [
+        "just", "still", "also", "really", "simply", "actually", "ever", "already", "only", "even",
+    ];
+    let Some(&verb) = w[2..].iter().find(|v| !ADVERBS.contains(v)) else {
+        return None;
+    };
     (verb.chars().all(char::is_alphabetic)
         && !GENERAL_VERBS.contains(&verb)
         && !is_function_word(verb))
@@ -5649,6 +5668,25 @@ fn mentioned_in_passing(question: &str, name: &str) -> bool {
     seen
 }
 
+/// Whether a footnote mark in `line` goes on a word (`Peak⁶`) that its footnote, among
+/// `notes`, opens by defining (`⁶ Peak: …`).
+fn defines_marked_label(line: &str, notes: &str) -> bool {
+    let chars: Vec<char> = line.chars().collect();
+    (1..chars.len()).any(|i| {
+        if !is_footnote_mark(chars[i]) || !chars[i - 1].is_alphabetic() {
+            return false;
+        }
+        let start = (0..i)
+            .rev()
+            .find(|&j| !chars[j].is_alphanumeric())
+            .map_or(0, |j| j + 1);
+        let word: String = chars[start..i].iter().collect();
+        notes
+            .to_lowercase()
+            .contains(&format!("{} {}", chars[i], word.to_lowercase()))
+    })
+}
+
 /// Whether `question` asks whether one may: "Can I …", "May we …", "Could you …".
 fn asks_permission(question: &str) -> bool {
     let part = asking_part(question).to_lowercase();
@@ -5779,8 +5817,9 @@ fn permitted_object(question: &str) -> Option<&str> {
 /// permits, forbids or bans (the related words [`stem`] reads as one).
 fn states_permission(stems: &[String]) -> bool {
     // Read once: this runs for every span of every line offered.
-    static MARKS: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
-    let marks = MARKS.get_or_init(|| [stem("allowed"), stem("forbidden")]);
+    static MARKS: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
+    // `Cash is no longer accepted` settles whether one may pay in cash.
+    let marks = MARKS.get_or_init(|| [stem("allowed"), stem("forbidden"), stem("accepted")]);
     stems.iter().any(|s| marks.contains(s))
 }
 
@@ -7515,6 +7554,10 @@ The club was founded in 1990.",
         assert_eq!(labels("What is the most plots I can have at once?"), 0);
         assert_eq!(labels("When did Phase I end?"), 1);
         assert_eq!(labels("Why was Arm A terminated?"), 1);
+        // A day of a month is a date, whatever word goes before it.
+        assert_eq!(labels("What does a seat cost on Saturday 27 December?"), 0);
+        assert_eq!(labels("Is the office open on March 3?"), 0);
+        assert_eq!(labels("When does Bus 22 leave?"), 1);
     }
 
     #[test]
@@ -7547,6 +7590,18 @@ The club was founded in 1990.",
         // Asked whether one *must*, a rule about something else does not settle it.
         let must = Question::new("Do I have to bring my dog to my allotment?", &store);
         assert!(!must.permission);
+        // An adverb before the verb says how: the verb asked is the one after it, and a
+        // rule saying what is accepted settles it.
+        let store = store_of(&[
+            ("PAY", "Paying for a plot\nCash is no longer accepted at the office.\nHand in your form at the office."),
+            ("A", "Fees\nA plot costs 40 pounds."),
+        ]);
+        let q = Question::new("Can I just pay cash at the office?", &store);
+        assert_eq!(q.predicate.as_deref(), Some(stem("pay").as_str()));
+        assert!(q
+            .misses("Cash is no longer accepted at the office.")
+            .is_none());
+        assert!(q.misses("Hand in your form at the office.").is_some());
     }
 
     #[test]
@@ -8635,6 +8690,23 @@ mod natural_documents {
         let q = Question::new("What hours is the cheap rate on Night Saver?", &store);
         assert!(q.names_stated(&line(&store, "³ Cheap"), "tariffs"));
         assert!(!q.names_stated(&line(&store, "² Flex"), "tariffs"));
+        // And a row carrying a mark is read with its footnote: the day it names is stated.
+        let mut dated = one(
+            "fares",
+            "Fares\nTicket: Day return; Peak¹: £12; Off-peak: £8\nTicket: Single; Any time: £5\n¹ Peak: Saturday trains and every train in December.",
+        );
+        super::tests::insert_rules(&mut dated);
+        let q = Question::new("What is a day return on Saturday 6 December?", &dated);
+        assert!(q.names_stated(&line(&dated, "Ticket: Day return"), "fares"));
+        assert!(!q.names_stated(&line(&dated, "Ticket: Single"), "fares"));
+        // A mark on a value points to an exception, which names where the value does not hold.
+        let mut excepted = one(
+            "charges",
+            "Charges\nCharge: Standing; Water: £38; Sewerage: £41¹\nCharge: Meter; Water: £2\n¹ In Eastby the sewerage standing charge is £36.",
+        );
+        super::tests::insert_rules(&mut excepted);
+        let q = Question::new("What is the sewerage standing charge in Eastby?", &excepted);
+        assert!(!q.names_stated(&line(&excepted, "Charge: Standing"), "charges"));
         // A name the question writes in a run (`EV Night`) is not stated by another name
         // that shares a word (`Night Saver`); a bracket's abbreviation is the same name.
         let q = Question::new("Why isn't the EV Night tariff sold any more?", &store);
