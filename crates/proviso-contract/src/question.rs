@@ -4222,7 +4222,17 @@ impl Question {
             }
         }
         // The answer is judged with its first citation's source, as its spans were offered.
-        if let Some(why) = self.misses_in(text, cited.first().map(|c| c.0)) {
+        // A span offered of the line it quotes ([`Question::spans_in`]) was judged there,
+        // read with the line's record and section: the rule does not judge it again
+        // without them, which would refuse the answer the steering asked for (a record's
+        // `acc BSL: 2025-05-17` states the `signed performance` its row names).
+        let offered = cited.first().is_some_and(|(source, _, quote)| {
+            self.spans_in(quote, Some(source)).iter().any(|s| s == text)
+        });
+        if let Some(why) = (!offered)
+            .then(|| self.misses_in(text, cited.first().map(|c| c.0)))
+            .flatten()
+        {
             out.push(violation(
                 format!("the answer does not answer \"{}\": {why}", self.text),
                 String::new(),
@@ -6416,6 +6426,34 @@ mod tests {
                 &store,
                 "/citations"
             )
+            .is_empty());
+    }
+
+    /// The rule accepts the span the steering offered of the line it quotes: a record's
+    /// field is judged with the row its record names, as it was when it was offered.
+    #[test]
+    fn the_relevance_rule_accepts_a_span_offered_of_the_cited_line() {
+        let store = store_of(&[
+            (
+                "lifts",
+                "Lift works\nThe North Block lift is being replaced by Calder Lifts.\nIt will be out of service from 8 September to 3 October, and the stairs stay open.\nThe South Block lift is not affected.",
+            ),
+            ("visiting", "Visiting\nThe office opens at 10:00.\nEntry is free."),
+        ]);
+        let q = Question::new("When is the North Block lift being replaced?", &store);
+        let line =
+            "It will be out of service from 8 September to 3 October, and the stairs stay open.";
+        let spans = q.spans_in(line, Some("lifts"));
+        let span = spans
+            .first()
+            .expect("the clause answers, read with the line before");
+        // Alone, the clause does not say what it is about; the line before it does.
+        assert!(q.misses_in(span, Some("lifts")).is_some(), "{span}");
+        let cited = [("lifts", "v1", line)];
+        assert!(q.judge(span, &cited, &store, "/citations").is_empty());
+        // Another text quoting the same line is still judged on its own.
+        assert!(!q
+            .judge("Entry is free.", &cited, &store, "/citations")
             .is_empty());
     }
 
