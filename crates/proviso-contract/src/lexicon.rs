@@ -1048,8 +1048,14 @@ pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
                 && all[i - 1].to_lowercase().ends_with("ing")
                 && ["be", "is", "are", "was", "were", "been", "being"]
                     .contains(&all[i - 2].to_lowercase().as_str());
+            // `start up again`: a verb's particle goes between it and `again`.
+            let done = if i > 1 && all[i - 1].eq_ignore_ascii_case("up") {
+                all[i - 2]
+            } else {
+                all[i.saturating_sub(1)]
+            };
             let verb = (i > 0 && word.eq_ignore_ascii_case("again") && !object && !state)
-                .then(|| redone(all[i - 1]))
+                .then(|| redone(done))
                 .flatten();
             changed |= verb.is_some();
             verb.unwrap_or_else(|| (*word).to_owned())
@@ -3529,6 +3535,10 @@ mod tests {
             "Start restart then open it"
         );
         assert_eq!(with_redone("Open it."), "Open it.");
+        assert_eq!(
+            with_redone("When did lessons start up again?"),
+            "When did lessons start up restart"
+        );
         assert_eq!(redone("start").as_deref(), Some("restart"));
         assert_eq!(redone("it"), None);
         assert_eq!(redone("return"), None);
