@@ -5334,9 +5334,7 @@ fn asked_verb(question: &str) -> Option<String> {
     const ADVERBS: [&str; 10] = [
         "just", "still", "also", "really", "simply", "actually", "ever", "already", "only", "even",
     ];
-    let Some(&verb) = w[2..].iter().find(|v| !ADVERBS.contains(v)) else {
-        return None;
-    };
+    let &verb = w[2..].iter().find(|v| !ADVERBS.contains(v))?;
     (verb.chars().all(char::is_alphabetic)
         && !GENERAL_VERBS.contains(&verb)
         && !is_function_word(verb))
