@@ -1048,14 +1048,12 @@ pub fn with_redone(text: &str) -> std::borrow::Cow<'_, str> {
                 && all[i - 1].to_lowercase().ends_with("ing")
                 && ["be", "is", "are", "was", "were", "been", "being"]
                     .contains(&all[i - 2].to_lowercase().as_str());
-            // `start up again`: a verb's particle goes between it and `again`.
-            let done = if i > 1 && all[i - 1].eq_ignore_ascii_case("up") {
-                all[i - 2]
-            } else {
-                all[i.saturating_sub(1)]
-            };
             let verb = (i > 0 && word.eq_ignore_ascii_case("again") && !object && !state)
-                .then(|| redone(done))
+                .then(|| {
+                    // `start up again`: a verb's particle goes between it and `again`.
+                    let particle = i > 1 && all[i - 1].eq_ignore_ascii_case("up");
+                    redone(all[if particle { i - 2 } else { i - 1 }])
+                })
                 .flatten();
             changed |= verb.is_some();
             verb.unwrap_or_else(|| (*word).to_owned())

@@ -5679,6 +5679,7 @@ fn mentioned_in_passing(question: &str, name: &str) -> bool {
 /// Whether a footnote mark in `line` goes on a word (`Peak⁶`) that its footnote, among
 /// `notes`, opens by defining (`⁶ Peak: …`).
 fn defines_marked_label(line: &str, notes: &str) -> bool {
+    let notes = notes.to_lowercase();
     let chars: Vec<char> = line.chars().collect();
     (1..chars.len()).any(|i| {
         if !is_footnote_mark(chars[i]) || !chars[i - 1].is_alphabetic() {
@@ -5689,9 +5690,7 @@ fn defines_marked_label(line: &str, notes: &str) -> bool {
             .find(|&j| !chars[j].is_alphanumeric())
             .map_or(0, |j| j + 1);
         let word: String = chars[start..i].iter().collect();
-        notes
-            .to_lowercase()
-            .contains(&format!("{} {}", chars[i], word.to_lowercase()))
+        notes.contains(&format!("{} {}", chars[i], word.to_lowercase()))
     })
 }
 
@@ -7685,6 +7684,13 @@ mod natural_documents {
         store
     }
 
+    /// [`one`], among twenty other lines, so that the names it states are rare ones.
+    fn one_among_rules(source: &str, text: &str) -> SourceStore {
+        let mut store = one(source, text);
+        super::tests::insert_rules(&mut store);
+        store
+    }
+
     fn line(store: &SourceStore, start: &str) -> String {
         store
             .documents()
@@ -8718,29 +8724,26 @@ mod natural_documents {
         let listed = line(&store, "About 9,000");
         assert_eq!(q.spans(&listed)[0], "1,000 in the West.");
         // A footnote names what the rows carrying its mark name.
-        let mut store = one(
+        let store = one_among_rules(
             "tariffs",
             "Tariffs\nTariff: Night Saver; Low rate: 14.21p³\nTariff: Flex; Unit: 23.89p²\n² Flex prices change monthly.\n³ Cheap hours: 01:00 to 08:00.",
         );
-        super::tests::insert_rules(&mut store);
         let q = Question::new("What hours is the cheap rate on Night Saver?", &store);
         assert!(q.names_stated(&line(&store, "³ Cheap"), "tariffs"));
         assert!(!q.names_stated(&line(&store, "² Flex"), "tariffs"));
         // And a row carrying a mark is read with its footnote: the day it names is stated.
-        let mut dated = one(
+        let dated = one_among_rules(
             "fares",
             "Fares\nTicket: Day return; Peak¹: £12; Off-peak: £8\nTicket: Single; Any time: £5\n¹ Peak: Saturday trains and every train in December.",
         );
-        super::tests::insert_rules(&mut dated);
         let q = Question::new("What is a day return on Saturday 6 December?", &dated);
         assert!(q.names_stated(&line(&dated, "Ticket: Day return"), "fares"));
         assert!(!q.names_stated(&line(&dated, "Ticket: Single"), "fares"));
         // A mark on a value points to an exception, which names where the value does not hold.
-        let mut excepted = one(
+        let excepted = one_among_rules(
             "charges",
             "Charges\nCharge: Standing; Water: £38; Sewerage: £41¹\nCharge: Meter; Water: £2\n¹ In Eastby the sewerage standing charge is £36.",
         );
-        super::tests::insert_rules(&mut excepted);
         let q = Question::new("What is the sewerage standing charge in Eastby?", &excepted);
         assert!(!q.names_stated(&line(&excepted, "Charge: Standing"), "charges"));
         // A name the question writes in a run (`EV Night`) is not stated by another name
