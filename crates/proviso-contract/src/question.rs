@@ -5949,7 +5949,8 @@ fn without_references(text: &str) -> String {
         .join(" ")
 }
 
-/// The id-shaped tokens of `text` (a letter and a digit), lower case.
+/// The id-shaped tokens of `text` (a letter and a digit), lower case; not a number joined
+/// to the word it counts ([`is_hyphened_measure`]).
 fn id_tokens(text: &str) -> Vec<String> {
     text.split_whitespace()
         .map(|t| {
@@ -5958,7 +5959,19 @@ fn id_tokens(text: &str) -> Vec<String> {
                 .to_lowercase()
         })
         .filter(|t| t.chars().any(|c| c.is_ascii_digit()) && t.chars().any(char::is_alphabetic))
+        .filter(|t| !is_hyphened_measure(t))
         .collect()
+}
+
+/// Whether `token` is a number joined to the word it counts (`24-month`, `6-bed`,
+/// `7-seater`): a length or a size, written the way an id is, but naming no one thing.
+fn is_hyphened_measure(token: &str) -> bool {
+    token.split_once('-').is_some_and(|(number, word)| {
+        !number.is_empty()
+            && number.chars().all(|c| c.is_ascii_digit())
+            && word.chars().count() >= 3
+            && word.chars().all(|c| c.is_ascii_lowercase())
+    })
 }
 
 /// The names in `text` written as a machine writes them, lower case: joined by `_`
@@ -7593,6 +7606,35 @@ The club was founded in 1990.",
         assert_eq!(labels("What does a seat cost on Saturday 27 December?"), 0);
         assert_eq!(labels("Is the office open on March 3?"), 0);
         assert_eq!(labels("When does Bus 22 leave?"), 1);
+    }
+
+    #[test]
+    fn a_number_joined_to_what_it_counts_is_no_id() {
+        assert_eq!(
+            id_tokens("Is the 18-month plan on the NCT01234567 trial?"),
+            ["nct01234567"]
+        );
+        assert_eq!(
+            id_tokens("Which 4-seater suits route X9 or room CY-2S?"),
+            ["x9", "cy-2s"]
+        );
+        // A source that writes `18-month` does not make it the question's subject: every
+        // source about plans stays on it.
+        let store = store_of(&[
+            ("PLANS", "Plans\nAn 18-month plan costs 20 pounds a month."),
+            (
+                "CHANGES",
+                "Changing plan\nMoving to a cheaper plan costs 25 pounds.",
+            ),
+            ("A", "Opening hours\nThe shop opens at 09:00."),
+            ("B", "Contacts\nCall us on 0100 000 000."),
+        ]);
+        let q = Question::new(
+            "I'm on an 18-month plan. Does changing plan cost anything?",
+            &store,
+        );
+        assert!(q.ids.is_empty(), "{:?}", q.ids);
+        assert!(q.on_subject("CHANGES"));
     }
 
     #[test]
