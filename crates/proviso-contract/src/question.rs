@@ -5029,15 +5029,18 @@ fn same_name(a: &str, b: &str) -> bool {
         || (a.len() > 3 && b.len() > 3 && a.trim_end_matches('s') == b.trim_end_matches('s'))
 }
 
-/// Whether `tokens[i]` is the `old` of an age (`9-year-old`, `two weeks old`), not a
-/// version.
+/// Whether `tokens[i]` is the `old` of an age (`9-year-old`, `two weeks old`, `how old`,
+/// `old enough`), not a version.
 fn is_age_old(tokens: &[&str], i: usize) -> bool {
     tokens[i] == "old"
-        && i > 0
-        && [
-            "year", "years", "yr", "yrs", "month", "months", "week", "weeks", "day", "days",
-        ]
-        .contains(&tokens[i - 1])
+        && ((i > 0
+            && [
+                "year", "years", "yr", "yrs", "month", "months", "week", "weeks", "day", "days",
+                "how",
+            ]
+            .contains(&tokens[i - 1]))
+            // `old enough to hire`, `how old`: asks an age, not a version.
+            || tokens.get(i + 1) == Some(&"enough"))
 }
 
 /// Whether `question` asks about an earlier version: a word for one (`old`, `previous`,
@@ -7565,6 +7568,16 @@ The club was founded in 1990.",
             !Question::new("I claimed last year; what is the limit?", &store)
                 .asks_earlier_version()
         );
+        // `How old` and `old enough` ask an age.
+        for asked in [
+            "How old must my son be to claim?",
+            "Am I old enough to claim?",
+        ] {
+            assert!(
+                !Question::new(asked, &store).asks_earlier_version(),
+                "{asked}"
+            );
+        }
         let line = "The limit is 600 yuan.";
         assert!(!q
             .judge(line, &[("POL", "v1", line)], &store, "/c")
