@@ -1097,6 +1097,9 @@ pub struct Question {
     /// Whether the question asks for a title or a name (`What is the study called?`), which
     /// a heading states.
     asks_title: bool,
+    /// The verb the asker does, as a stem (`giv` in "how much notice did I have to give?"),
+    /// when the question asks what the asker (`I`, `we`) must or may do.
+    asker_verb: Option<String>,
     /// Per source and line text, the line that opens its section, lower case
     /// ([`SourceDocument::section`](crate::SourceDocument::section)).
     #[serde(skip)]
@@ -2250,8 +2253,23 @@ impl Question {
             asks_title: words(&lower)
                 .iter()
                 .any(|w| ["title", "titled", "called", "name", "named", "heading"].contains(w)),
+            asker_verb: asker_verb(&lower),
             sources,
         }
+    }
+
+    /// Whether `line` says what the writer of the sources (`we`) does with the verb the
+    /// question asks the asker to do: "how much notice did I have to give?" is not answered
+    /// by `We may end the licence by giving you 14 days' notice`, which is the notice the
+    /// asker is given, but by `You may end it by giving us 7 days' notice`.
+    #[must_use]
+    pub fn other_party_does(&self, line: &str) -> bool {
+        let Some(verb) = &self.asker_verb else {
+            return false;
+        };
+        let tokens = words(line);
+        tokens.first().is_some_and(|w| w.eq_ignore_ascii_case("we"))
+            && tokens.iter().any(|w| stem(w) == *verb)
     }
 
     /// The question as asked.
@@ -5952,6 +5970,27 @@ fn without_references(text: &str) -> String {
         .join(" ")
 }
 
+/// The verb the asker does in `lower` (a question, lower case), as a stem: the first verb
+/// after `I` or `we` following an auxiliary (`did I have to give`, `can we bring`, `do I
+/// need to pay`), past the words that say it must or may be done.
+fn asker_verb(lower: &str) -> Option<String> {
+    const AUXILIARIES: [&str; 16] = [
+        "do", "does", "did", "can", "could", "will", "would", "should", "shall", "may", "might",
+        "must", "am", "have", "has", "had",
+    ];
+    const MODAL: [&str; 9] = [
+        "have", "has", "had", "need", "needs", "to", "be", "allowed", "able",
+    ];
+    let tokens = words(lower);
+    let at = (1..tokens.len())
+        .find(|&i| ["i", "we"].contains(&tokens[i]) && AUXILIARIES.contains(&tokens[i - 1]))?;
+    tokens[at + 1..]
+        .iter()
+        .find(|w| !MODAL.contains(w))
+        .filter(|w| !is_function_word(w) && w.chars().all(char::is_alphabetic))
+        .map(|w| stem(w))
+}
+
 /// The id-shaped tokens of `text` (a letter and a digit), lower case; not a number joined
 /// to the word it counts ([`is_hyphened_measure`]).
 fn id_tokens(text: &str) -> Vec<String> {
@@ -7648,6 +7687,23 @@ The club was founded in 1990.",
         );
         assert!(q.ids.is_empty(), "{:?}", q.ids);
         assert!(q.on_subject("CHANGES"));
+    }
+
+    #[test]
+    fn what_the_asker_must_do_is_not_what_the_writer_does() {
+        let store = store_of(&[
+            ("TERMS", "Storage terms\nWe may end the licence by giving you 14 days' notice.\nYou may end the licence by giving us 7 days' notice."),
+            ("A", "Fees\nA unit costs 40 pounds."),
+        ]);
+        let q = Question::new("How much notice do I have to give before I leave?", &store);
+        assert_eq!(q.asker_verb.as_deref(), Some(stem("give").as_str()));
+        assert!(q.other_party_does("We may end the licence by giving you 14 days' notice."));
+        assert!(!q.other_party_does("You may end the licence by giving us 7 days' notice."));
+        // A line of the writer's about another verb says nothing against it.
+        assert!(!q.other_party_does("We send a reminder 14 days before."));
+        // Asked what the writer does, nothing is held against the writer's lines.
+        let theirs = Question::new("How much notice do you give before ending it?", &store);
+        assert!(!theirs.other_party_does("We may end the licence by giving you 14 days' notice."));
     }
 
     #[test]

@@ -649,8 +649,9 @@ const SPANS_PER_LINE: usize = 3;
 /// How a candidate line ranks before its score is compared, most telling first: it is of a
 /// superseded version a question about an earlier version asks for; it names no other
 /// record's id; how much of what is asked beyond the subject it states; how many of the
-/// things a plural `which` asks for it names; it is a body line, not a title.
-type RankKey = (bool, bool, usize, usize, bool);
+/// things a plural `which` asks for it names; it does not say the sources' writer does what
+/// the asker asks to do; it is a body line, not a title.
+type RankKey = (bool, bool, usize, usize, bool, bool);
 
 /// The candidates that answer `question` best, best first (at most `keep`); none when no
 /// observed line answers it.
@@ -815,6 +816,10 @@ pub fn rank_citations(
                 // "Which arms were terminated": a line naming two of them answers more of
                 // it than one naming one.
                 question.members_named(quote),
+                // "How much notice do I have to give?": a line saying what the asker gives
+                // (`You may end it by giving us 7 days' notice`) over one saying what the
+                // sources' writer gives (`We may end it by giving you 14 days' notice`).
+                !question.other_party_does(quote),
                 body,
             ),
             score,
