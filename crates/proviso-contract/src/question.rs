@@ -847,7 +847,8 @@ impl Measure {
 
     fn stated(self, text: &str) -> bool {
         match self {
-            Self::Money => states_money(text),
+            // `A deposit of 20% of the total price`: a share of a sum is a sum.
+            Self::Money => states_money(text) || states_share_of_sum(text),
             Self::Saving => {
                 let lower = text.to_lowercase();
                 states_money(text)
@@ -861,6 +862,20 @@ impl Measure {
             Self::Temperature => states_temperature(text),
         }
     }
+}
+
+/// Whether `text` states a share of a sum of money (`20% of the total price`, `10 per cent
+/// of the annual fee`): a sum, though written without a currency.
+fn states_share_of_sum(text: &str) -> bool {
+    static SHARE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    SHARE
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)\b\d+(?:\.\d+)?\s?(?:%|per\s?cent|percent)\s+of\s+(?:the\s+|your\s+|its\s+|their\s+|each\s+)?(?:[a-z-]+\s+){0,2}(?:price|prices|cost|costs|fee|fees|rent|fare|fares|charge|charges|bill|amount|balance|total|sum)\b",
+            )
+            .expect("a valid pattern")
+        })
+        .is_match(text)
 }
 
 /// The longest span preferred as an answer to a question not asking for an amount, a time
@@ -7704,6 +7719,15 @@ The club was founded in 1990.",
         // Asked what the writer does, nothing is held against the writer's lines.
         let theirs = Question::new("How much notice do you give before ending it?", &store);
         assert!(!theirs.other_party_does("We may end the licence by giving you 14 days' notice."));
+    }
+
+    #[test]
+    fn a_share_of_a_sum_is_a_sum() {
+        assert!(Measure::Money.stated("A deposit of 20% of the total price is taken."));
+        assert!(Measure::Money.stated("Pay 10 per cent of the annual fee up front."));
+        // A share of something that is not a sum is no money.
+        assert!(!Measure::Money.stated("20% of members use the gym."));
+        assert!(!Measure::Money.stated("The deposit is taken at booking."));
     }
 
     #[test]
