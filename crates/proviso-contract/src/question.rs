@@ -5828,8 +5828,9 @@ fn denied_condition(
 
 /// What a permission question asks one may do a thing with: the last content word after
 /// its subject and verb, before the first preposition (`chickens` in "can I keep a few
-/// chickens in my back garden?", `van` in "may we park a van at the depot?"). `None` when
-/// the verb is a general one (`have`, `get`), which says nothing of its own.
+/// chickens in my back garden?", `van` in "may we park a van at the depot?"), or what a
+/// thing is used for (`pool` in "can I use it to heat my pool?"). `None` when the verb is a
+/// general one (`have`, `get`), which says nothing of its own.
 fn permitted_object(question: &str) -> Option<&str> {
     const ENDS: [&str; 22] = [
         "in", "at", "on", "to", "for", "with", "into", "from", "during", "while", "if", "when",
@@ -5840,20 +5841,35 @@ fn permitted_object(question: &str) -> Option<&str> {
     if w.len() < 4
         || !asks_permission(question)
         || !ASKER_PRONOUNS.contains(&w[1].to_lowercase().as_str())
-        || GENERAL_VERBS.contains(&w[2].to_lowercase().as_str())
     {
         return None;
     }
     // The phrase's head, its last word: `my regular bike` is about bikes, which a rule
     // may state without the asker's `regular`.
-    w[3..]
-        .iter()
-        .take_while(|x| !ENDS.contains(&x.to_lowercase().as_str()))
-        .last()
-        .filter(|x| {
-            !is_function_word(x) && x.chars().count() >= 3 && x.chars().all(char::is_alphabetic)
-        })
-        .copied()
+    let head = |from: usize| {
+        w[from..]
+            .iter()
+            .take_while(|x| !ENDS.contains(&x.to_lowercase().as_str()))
+            .last()
+            .filter(|x| {
+                !is_function_word(x) && x.chars().count() >= 3 && x.chars().all(char::is_alphabetic)
+            })
+            .copied()
+    };
+    // "Can I use the AH-7 to heat my swimming pool?": what a thing is used for is what
+    // is asked (`pool`), not the thing used, which the sources name anyway.
+    if w[2].eq_ignore_ascii_case("use") {
+        let to = (3..w.len()).find(|&i| ENDS.contains(&w[i].to_lowercase().as_str()));
+        if let Some(i) = to.filter(|&i| w[i].eq_ignore_ascii_case("to") && i + 2 < w.len()) {
+            if let Some(purpose) = head(i + 2) {
+                return Some(purpose);
+            }
+        }
+    }
+    if GENERAL_VERBS.contains(&w[2].to_lowercase().as_str()) {
+        return None;
+    }
+    head(3)
 }
 
 /// Whether a line, as its stems, states a permission or a prohibition: it allows,
@@ -7728,6 +7744,30 @@ The club was founded in 1990.",
         // A share of something that is not a sum is no money.
         assert!(!Measure::Money.stated("20% of members use the gym."));
         assert!(!Measure::Money.stated("The deposit is taken at booking."));
+    }
+
+    #[test]
+    fn what_a_thing_is_used_for_is_the_permission_asked() {
+        assert_eq!(
+            permitted_object("Can I use the AH-7 to heat my swimming pool?"),
+            Some("pool")
+        );
+        assert_eq!(
+            permitted_object("Can I keep a few chickens in my garden?"),
+            Some("chickens")
+        );
+        // `use` alone is too general a verb to name what is asked.
+        assert_eq!(permitted_object("Can I use my card abroad?"), None);
+        assert_eq!(permitted_object("Can I use the app to pay?"), None);
+        // A purpose no source states leaves no line to answer whether one may.
+        let store = store_of(&[
+            ("MANUAL", "User manual\nThe heat pump heats the house and the hot water.\nThe heat pump uses the night setback temperature."),
+            ("A", "Fees\nA service costs 40 pounds."),
+        ]);
+        let q = Question::new("Can I use the heat pump to heat my swimming pool?", &store);
+        assert!(q
+            .misses("The heat pump uses the night setback temperature.")
+            .is_some());
     }
 
     #[test]
