@@ -1563,6 +1563,28 @@ pub fn states_temperature(text: &str) -> bool {
     })
 }
 
+/// Whether `text` states an age: a number of years, months or weeks written as one (`10
+/// weeks of age`, `8-year-olds`, `aged 16`, `age 5`, `from their 16th birthday`, `65+`,
+/// `Age: 18`), or a range of ages ([`age_ranges_in_months`]). A length of time written
+/// after something else (`12 months after the second injection`) is none.
+#[must_use]
+pub fn states_age(text: &str) -> bool {
+    static AGE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let pattern = AGE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?ix)
+            \b\d+\s*[-\s]?\s*(?:years?|yrs?|months?|weeks?|days?)[\s-]*(?:old|olds|of\s+age)\b
+            | \baged?\s*:?\s*(?:of\s+|under\s+|over\s+|between\s+)?\d+
+            | \bages\s+\d+
+            | \b\d+(?:st|nd|rd|th)\s+birthday
+            | \b\d+\s*\+
+            | \b(?:under|over)[\s-]\d+s\b",
+        )
+        .expect("a valid pattern")
+    });
+    pattern.is_match(text) || !age_ranges_in_months(text).is_empty()
+}
+
 /// Whether a line reads as a heading rather than a statement: a few words, no digit, no
 /// `key: value`, and no closing punctuation (`Loan periods`, `How long it takes`).
 #[must_use]

@@ -22,8 +22,8 @@ use crate::lexicon::{
     is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words, money_amounts,
     names_month, names_season, party_ranges, place_nouns, reading, release_ranges, season_stems,
     stated_age, stated_age_in_months, stated_dates, stated_lengths, stated_measures, stated_party,
-    stated_releases, stated_years, states_extent, states_location, states_money, states_size,
-    states_temperature, stem, times, unclipped, with_apostrophes, without_locators,
+    stated_releases, stated_years, states_age, states_extent, states_location, states_money,
+    states_size, states_temperature, stem, times, unclipped, with_apostrophes, without_locators,
     without_locators_but, words, year_ranges, Day, CURRENCY_SIGNS, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
@@ -724,6 +724,10 @@ enum Measure {
     /// A temperature (`what temperature`, `how warm`): degrees, which a length (`25 m`) or a
     /// count is not.
     Temperature,
+    /// An age (`how old`, `what age`): a number of years, months or weeks written as an
+    /// age (`10 weeks of age`, `aged 16`, `under 18s`), which another length of time (`12
+    /// months after the second injection`) is not.
+    Age,
 }
 
 impl Measure {
@@ -783,6 +787,17 @@ impl Measure {
         // else a temperature might be said with.
         const WARMTH: [&str; 5] = ["warm", "hot", "cold", "cool", "heated"];
         let tokens = words(question);
+        // "How old does a puppy have to be", "what age can a child join", "the minimum
+        // age": an age, asked before the length of time it is written with.
+        if tokens.windows(2).any(|w| {
+            (["how"].contains(&w[0]) && w[1] == "old")
+                || (["what", "which", "minimum", "maximum", "youngest", "lowest"].contains(&w[0])
+                    && ["age", "ages"].contains(&w[1]))
+                || (w[0] == "age"
+                    && ["limit", "limits", "restriction", "restrictions"].contains(&w[1]))
+        }) {
+            return Some(Self::Age);
+        }
         if tokens
             .iter()
             .any(|w| ["temperature", "temperatures", "degrees"].contains(w))
@@ -860,6 +875,7 @@ impl Measure {
             Self::Extent => states_extent(text),
             Self::Size => states_size(text),
             Self::Temperature => states_temperature(text),
+            Self::Age => states_age(text),
         }
     }
 }
@@ -3029,6 +3045,9 @@ impl Question {
                             "the question asks for a temperature, and it states none".into(),
                         );
                     }
+                    Some(Measure::Age) if !Measure::Age.stated(text) => {
+                        return Some("the question asks for an age, and it states none".into());
+                    }
                     Some(Measure::Extent) if !Measure::Extent.stated(text) => {
                         return Some(
                             "the question asks how long or how far, and it states no length of time or space"
@@ -3070,6 +3089,13 @@ impl Question {
                 if self.measure == Some(Measure::Size) && !Measure::Size.stated(text) =>
             {
                 return Some("the question asks for a size, and it states none".into());
+            }
+            // "At what age can a child swim alone?" asked as a time or a thing: an age
+            // answers it.
+            AnswerKind::Thing | AnswerKind::Time
+                if self.measure == Some(Measure::Age) && !Measure::Age.stated(text) =>
+            {
+                return Some("the question asks for an age, and it states none".into());
             }
             // "What temperature is the water kept at?" asked as a thing: degrees answer it.
             _ if self.measure == Some(Measure::Temperature)
@@ -7744,6 +7770,46 @@ The club was founded in 1990.",
         // A share of something that is not a sum is no money.
         assert!(!Measure::Money.stated("20% of members use the gym."));
         assert!(!Measure::Money.stated("The deposit is taken at booking."));
+    }
+
+    #[test]
+    fn an_age_asked_is_answered_by_an_age() {
+        assert_eq!(
+            Measure::asked("how old does my puppy have to be for its second injection?"),
+            Some(Measure::Age)
+        );
+        assert_eq!(
+            Measure::asked("what is the upper age limit for the study?"),
+            Some(Measure::Age)
+        );
+        for stated in [
+            "Second injection: not before 10 weeks of age.",
+            "Open to children aged 8 and over.",
+            "Members must be 18+.",
+            "Under-16s must be with an adult.",
+            "Adult (16+): 11.50 pounds",
+        ] {
+            assert!(Measure::Age.stated(stated), "{stated}");
+        }
+        // A length of time after something else is no age.
+        assert!(!Measure::Age.stated("First booster: 12 months after the second injection."));
+        let store = store_of(&[(
+            "SCHEDULE",
+            "Puppy injections\nSecond injection: 2 to 4 weeks after the first, and not before 10 weeks of age.\nFirst booster: 12 months after the second injection.",
+        )]);
+        let q = Question::new(
+            "How old does my puppy have to be for his second injection?",
+            &store,
+        );
+        assert!(q
+            .misses("First booster: 12 months after the second injection.")
+            .is_some());
+        assert_eq!(
+            q.misses(
+                "Second injection: 2 to 4 weeks after the first, and not before 10 weeks of age."
+            ),
+            None
+        );
     }
 
     #[test]
