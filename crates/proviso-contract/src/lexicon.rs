@@ -49,6 +49,30 @@ pub const LIGHT_WORDS: &[&str] = &[
     "even",
     "ever",
     "exactly",
+    // How sure or how much the asker is (`I mostly ride scooters`, `I'll probably go
+    // over`, `the very start`): a hedge or an emphasis, not what is asked.
+    "mostly",
+    "probably",
+    "maybe",
+    "perhaps",
+    "possibly",
+    "very",
+    "quite",
+    "apparently",
+    "basically",
+    "definitely",
+    "certainly",
+    "simply",
+    // What the asker wants or thinks ("my mum wants to sit in the back"): what follows is
+    // what is asked.
+    "want",
+    "wants",
+    "wanted",
+    "wanting",
+    "think",
+    "thinks",
+    "guess",
+    "suppose",
     "just",
     "now",
     "really",
@@ -3348,6 +3372,8 @@ mod tests {
             "Is there anything else that you would like to know about the many services we offer here?"
         ));
         assert!(is_light_word("Still") && !is_light_word("fee"));
+        // A hedge and a wish are the asker's, not what is asked.
+        assert!(is_light_word("mostly") && is_light_word("wants") && is_light_word("Probably"));
     }
 
     #[test]

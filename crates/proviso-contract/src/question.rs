@@ -7773,6 +7773,29 @@ The club was founded in 1990.",
     }
 
     #[test]
+    fn a_hedge_or_a_wish_is_not_asked() {
+        let store = store_of(&[(
+            "LESSONS",
+            "Lessons\nA parent or guardian may sit in the back for the first lesson only.\nPlan: Scoot 100; Price: 22 pounds a month",
+        )]);
+        let q = Question::new(
+            "My mum wants to sit in the back during my lesson. Is that allowed?",
+            &store,
+        );
+        assert!(
+            !q.beyond.iter().any(|t| t.starts_with("want")),
+            "{:?}",
+            q.beyond
+        );
+        let q = Question::new("I mostly ride scooters. Which plan should I get?", &store);
+        assert!(
+            !q.beyond.iter().any(|t| t.starts_with("most")),
+            "{:?}",
+            q.beyond
+        );
+    }
+
+    #[test]
     fn an_age_asked_is_answered_by_an_age() {
         assert_eq!(
             Measure::asked("how old does my puppy have to be for its second injection?"),
