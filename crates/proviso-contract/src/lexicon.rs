@@ -942,6 +942,26 @@ const PHRASAL: &[(&[&str], &str, &str)] = &[
     // "How much will my bill go up by?": a price rises. (Not `went up`, which tells
     // the asker's situation: "before the prices went up".)
     (&["go", "goes", "going"], "up", "increase"),
+    // Everyday phrasal verbs and the one verb a policy writes for them.
+    (
+        &["fall", "falls", "falling", "fell", "fallen"],
+        "behind",
+        "late",
+    ),
+    (
+        &["turn", "turns", "turned", "show", "shows", "showed"],
+        "up",
+        "arrive",
+    ),
+    (&["pay", "paid"], "back", "refund"),
+    (&["work", "works", "worked"], "out", "calculate"),
+    (&["carry", "carries", "carried"], "on", "continue"),
+    (
+        &["drop", "drops", "dropped", "pull", "pulls", "pulled"],
+        "out",
+        "withdraw",
+    ),
+    (&["look", "looks", "looked"], "into", "investigate"),
 ];
 
 /// Set phrases and the one word for them: `at the same time` and `at once` say one thing.
@@ -957,6 +977,10 @@ const IDIOMS: &[(&[&str], &str)] = &[
     // "Who is in charge at the site?": who runs it.
     (&["in", "charge"], "manager"),
     (&["into", "force"], "current"),
+    // "When does it close for good?": for ever.
+    (&["for", "good"], "permanently"),
+    // "How do I get in touch?": how to contact.
+    (&["get", "in", "touch"], "contact"),
     // "What does it cost at the moment?": what applies now.
     (&["at", "the", "moment"], "currently"),
     (&["these", "days"], "currently"),
@@ -3534,6 +3558,20 @@ mod tests {
             (
                 "When did the current fares come in?",
                 "Version 2 is in force from 2026-01-04.",
+            ),
+            (
+                "What if I fall behind on paying?",
+                "Cards stop when a payment is 14 days late.",
+            ),
+            (
+                "When does it close for good?",
+                "It closes permanently in May.",
+            ),
+            ("When is the deposit paid back?", "We refund it in 14 days."),
+            ("How do I get in touch?", "Contact us by phone."),
+            (
+                "Can I drop out of the course?",
+                "You may withdraw at any time.",
             ),
         ] {
             let (a, b) = (content_stems(a), content_stems(b));
