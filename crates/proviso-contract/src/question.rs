@@ -3356,7 +3356,15 @@ impl Question {
         // In months, so that a baby's age (`my 9-month-old`) meets a room's (`6-17
         // months`) and a year's (`aged 2`) meets either.
         let (lo, hi) = stated_age_in_months(&self.text)?;
-        let ranges = age_ranges_in_months(line);
+        // An age in brackets is an aside (`Babies under 6 months (Riverside takes babies
+        // from 6 months): £77`): the line's own ranges, where it states one outside them,
+        // say whom it is about.
+        let own = age_ranges_in_months(&without_brackets(line));
+        let ranges = if own.is_empty() {
+            age_ranges_in_months(line)
+        } else {
+            own
+        };
         (!ranges.is_empty()).then(|| ranges.iter().any(|&(a, b)| a <= hi && lo <= b))
     }
 
@@ -4434,6 +4442,24 @@ fn bare_label(text: &str) -> Option<String> {
     let letter = key.len() == 1 && key.chars().all(|c| c.is_ascii_uppercase());
     let number = (1..=2).contains(&key.len()) && key.chars().all(|c| c.is_ascii_digit());
     (letter || number).then(|| key.to_lowercase())
+}
+
+/// `text` without what it puts in round brackets (an aside), a space in its place.
+fn without_brackets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                out.push(' ');
+            }
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A record's fields (`Room type: Dorm bed; Weekday: £22; Weekend: £26`): a line of two or
@@ -7770,6 +7796,30 @@ The club was founded in 1990.",
         // A share of something that is not a sum is no money.
         assert!(!Measure::Money.stated("20% of members use the gym."));
         assert!(!Measure::Money.stated("The deposit is taken at booking."));
+    }
+
+    #[test]
+    fn an_age_in_brackets_is_an_aside() {
+        let store = store_of(&[(
+            "FEES",
+            "Fees\nBabies under 6 months (Riverside takes babies from 6 months): 77 pounds a day.\nRoom: Toddlers; age_group: 6-17 months; Day: 70 pounds",
+        )]);
+        let q = Question::new("What does a day cost for my 9-month-old?", &store);
+        assert_eq!(
+            q.age_fits(
+                "Babies under 6 months (Riverside takes babies from 6 months): 77 pounds a day."
+            ),
+            Some(false)
+        );
+        assert_eq!(
+            q.age_fits("Room: Toddlers; age_group: 6-17 months; Day: 70 pounds"),
+            Some(true)
+        );
+        // A line stating an age only in brackets is still about that age.
+        assert_eq!(
+            q.age_fits("The day rate (for babies from 6 months) is 70 pounds."),
+            Some(true)
+        );
     }
 
     #[test]
