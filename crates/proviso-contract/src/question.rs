@@ -790,7 +790,7 @@ impl Measure {
         // "How old does a puppy have to be", "what age can a child join", "the minimum
         // age": an age, asked before the length of time it is written with.
         if tokens.windows(2).any(|w| {
-            (["how"].contains(&w[0]) && w[1] == "old")
+            (w[0] == "how" && w[1] == "old")
                 || (["what", "which", "minimum", "maximum", "youngest", "lowest"].contains(&w[0])
                     && ["age", "ages"].contains(&w[1]))
                 || (w[0] == "age"
