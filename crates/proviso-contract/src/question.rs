@@ -1634,6 +1634,20 @@ impl Question {
             .filter(|w| ids.contains(&w[1]) && !is_function_word(&w[0]))
             .map(|w| stem(&w[0]))
             .collect();
+        // So does the word that qualifies that kind (`error` of "what does error code E05
+        // mean?"): the two name the id together, and a line about the id need not repeat
+        // them (`code: E05; meaning: …`).
+        id_types.extend(
+            raw.windows(3)
+                .filter(|w| {
+                    ids.contains(&w[2])
+                        && !is_function_word(&w[1])
+                        && !is_function_word(&w[0])
+                        && !w[0].chars().any(|c| c.is_ascii_digit())
+                        && !ids.contains(&w[0])
+                })
+                .map(|w| stem(&w[0])),
+        );
         // So does a noun after an id that ends its phrase (`the whole T2 line?`), when the
         // sources write it before an id as a kind (`Trams on line T2`); not one another
         // noun follows (`the T2 track work`), which is what is asked about, nor a word no
@@ -6282,6 +6296,25 @@ mod tests {
         // A length is not a width: the clause stating only `long` is no answer.
         assert!(spans[0].ends_with("up to 60 cm wide."), "{spans:?}");
         assert!(spans.iter().all(|s| !s.contains("100 cm")), "{spans:?}");
+    }
+
+    #[test]
+    fn the_words_naming_an_id_are_its_kind() {
+        let store = store_of(&[
+            (
+                "FAULTS",
+                "Fault list\ncode: F07; meaning: F07 means the drum is overloaded.\ncode: F08; meaning: F08 means the door is open.",
+            ),
+            ("GUIDE", "Washer guide\nAlarm codes start with F."),
+        ]);
+        let line = "code: F07; meaning: F07 means the drum is overloaded.";
+        // `alarm code F07` names the code: the record need not repeat `alarm` to answer.
+        let q = Question::new("What does alarm code F07 mean?", &store);
+        assert!(!q.beyond.iter().any(|t| t == "alarm"), "{:?}", q.beyond);
+        assert_eq!(q.misses(line), None);
+        // What is asked of it still must be stated: `repair` is not.
+        let q = Question::new("How long does the repair for alarm code F07 take?", &store);
+        assert!(q.misses(line).is_some());
     }
 
     /// Adds a source of twenty lines that name nothing, so that a name few lines state
