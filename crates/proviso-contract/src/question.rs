@@ -1629,25 +1629,23 @@ impl Question {
                 }
             }
         }
-        let mut id_types: Vec<String> = raw
-            .windows(2)
-            .filter(|w| ids.contains(&w[1]) && !is_function_word(&w[0]))
-            .map(|w| stem(&w[0]))
-            .collect();
-        // So does the word that qualifies that kind (`error` of "what does error code E05
-        // mean?"): the two name the id together, and a line about the id need not repeat
+        // The words before an id name what it is: the one right before it (`code` of
+        // `code E05`), and the one qualifying that (`error` of "what does error code E05
+        // mean?"), unless it is a number or another id; a line about the id need not repeat
         // them (`code: E05; meaning: …`).
-        id_types.extend(
-            raw.windows(3)
-                .filter(|w| {
-                    ids.contains(&w[2])
-                        && !is_function_word(&w[1])
-                        && !is_function_word(&w[0])
-                        && !w[0].chars().any(|c| c.is_ascii_digit())
-                        && !ids.contains(&w[0])
-                })
-                .map(|w| stem(&w[0])),
-        );
+        let mut id_types: Vec<String> = (1..raw.len())
+            .filter(|&i| ids.contains(&raw[i]) && !is_function_word(&raw[i - 1]))
+            .flat_map(|i| {
+                let qualifier = i.checked_sub(2).map(|j| &raw[j]).filter(|w| {
+                    !is_function_word(w)
+                        && !w.chars().any(|c| c.is_ascii_digit())
+                        && !ids.contains(w)
+                });
+                std::iter::once(&raw[i - 1])
+                    .chain(qualifier)
+                    .map(|w| stem(w))
+            })
+            .collect();
         // So does a noun after an id that ends its phrase (`the whole T2 line?`), when the
         // sources write it before an id as a kind (`Trams on line T2`); not one another
         // noun follows (`the T2 track work`), which is what is asked about, nor a word no
