@@ -922,7 +922,13 @@ impl Agent {
         plan.grounded_arguments = grounded_registry.is_some();
         let registry = grounded_registry.as_ref().unwrap_or(registry);
         if finish.is_none() && steering.exclude_repeated_calls && !executed.is_empty() {
-            let narrowed = steer::narrow(registry, self.config.format, executed);
+            let narrowed = steer::narrow(
+                registry,
+                self.config.format,
+                executed,
+                contract.and_then(|c| c.source_store()).map(AsRef::as_ref),
+                &steering.read_tools,
+            );
             let named_gone = match &choice {
                 ToolChoice::Named(name) => narrowed.registry.get(name).is_none(),
                 _ => false,

@@ -33,8 +33,11 @@ use crate::toolbox::ToolOutcome;
 use proviso_tools::steer::{is_free_text, regex_escape, words_pattern, FINITE_LIMIT};
 /// Most values a grounded free-text argument is enumerated into (beyond it, a pattern).
 const MAX_QUERIES: usize = 255;
-/// Most observed lines offered as citations in one answer grammar.
-const MAX_CANDIDATES: usize = 48;
+/// Most observed lines a step ranks for its answer: every line a run's lookups return,
+/// bounded only against a pathological result. The answer grammar offers the best of them
+/// ([`rank_citations`]); a bound of a few dozen left the lines of a run's third read
+/// unseen once a long document filled it.
+const MAX_CANDIDATES: usize = 4096;
 
 /// How the harness narrows each step's grammar from the run's state. Every rule is on by
 /// default except `evidence_tools`, which names the agent's own tools.
@@ -230,17 +233,42 @@ impl StepPlan {
 pub(crate) use proviso_tools::steer::describe;
 
 /// Narrows `registry` by the calls in `executed`, with the policy the server applies to a
-/// conversation ([`proviso_tools::steer::without_calls`]).
+/// conversation ([`proviso_tools::steer::without_calls`]). A read of one of `read_tools`
+/// that names the same versions of `store`'s sources as one that ran is that read again
+/// (`{"source_id": "faq"}` and `{"source_id": "faq", "version": "v1"}` when v1 is in
+/// force): it returns the same lines, so it leaves the grammar too, rather than spend a
+/// step of the budget.
 pub(crate) fn narrow(
     registry: &Registry,
     format: CallFormat,
     executed: &[ExecutedCall],
+    store: Option<&SourceStore>,
+    read_tools: &[String],
 ) -> proviso_tools::steer::Narrowed {
-    let ran: Vec<(&str, &Map<String, Value>)> = executed
-        .iter()
-        .filter(|e| !may_retry(e, executed))
-        .map(|e| (e.call.name(), e.call.arguments()))
-        .collect();
+    let mut ran: Vec<(&str, Map<String, Value>)> = Vec::new();
+    for e in executed.iter().filter(|e| !may_retry(e, executed)) {
+        let (name, arguments) = (e.call.name(), e.call.arguments());
+        ran.push((name, arguments.clone()));
+        let Some(store) = store.filter(|_| read_tools.iter().any(|r| r == name)) else {
+            continue;
+        };
+        let versions = read_versions(arguments, store);
+        let Some(all) = registry
+            .get(name)
+            .and_then(|t| finite_arguments(t.spec().parameters(), FINITE_LIMIT))
+        else {
+            continue;
+        };
+        if versions.is_empty() {
+            continue;
+        }
+        for same in all {
+            if &same != arguments && read_versions(&same, store) == versions {
+                ran.push((name, same));
+            }
+        }
+    }
+    let ran: Vec<(&str, &Map<String, Value>)> = ran.iter().map(|(n, a)| (*n, a)).collect();
     let mut narrowed = proviso_tools::steer::without_calls(registry, format, &ran);
     // A tool that failed twice leaves the grammar, as in the server's steering, while
     // another tool remains.
@@ -2022,7 +2050,7 @@ Soup is served from noon.",
     fn finite_tools_are_narrowed_and_exhausted() {
         let registry = versioned_read();
         let ran = |a: Value| read_ran(1, a, ToolOutcome::Ok { result: json!({}) });
-        let one = narrow(&registry, CallFormat::Hermes, &[ran(json!({}))]);
+        let one = narrow(&registry, CallFormat::Hermes, &[ran(json!({}))], None, &[]);
         assert_eq!(one.excluded, vec!["read {}"]);
         assert!(one.avoid.is_empty());
         assert_eq!(
@@ -2040,9 +2068,90 @@ Soup is served from noon.",
                 ran(json!({"version": "v1"})),
                 ran(json!({"version": "v2"})),
             ],
+            None,
+            &[],
         );
         assert_eq!(all.exhausted, vec!["read"]);
         assert!(all.registry.is_empty());
+    }
+
+    /// A read naming the version in force is the read that named no version: once either
+    /// ran, both leave the grammar, and a read of another source stays.
+    #[test]
+    fn a_read_of_the_version_in_force_named_or_not_is_one_read() {
+        let mut store = SourceStore::new();
+        for id in ["faq", "prices"] {
+            store
+                .insert(proviso_contract::SourceDocument::new(
+                    id, "v1", true, "A line.",
+                ))
+                .unwrap();
+        }
+        let registry = Registry::new(vec![proviso_tools::ToolSpec::new(
+            "read",
+            "Reads.",
+            proviso_contract::IntentClass::Read,
+            json!({"type": "object", "properties": {
+                "source_id": {"enum": ["faq", "prices"]}, "version": {"enum": ["v1"]}},
+                "required": ["source_id"], "additionalProperties": false}),
+        )])
+        .unwrap();
+        let ran = [read_ran(
+            1,
+            json!({"source_id": "faq"}),
+            ToolOutcome::Ok { result: json!({}) },
+        )];
+        let tools = vec!["read".to_owned()];
+        let left = |n: &proviso_tools::steer::Narrowed| {
+            n.registry.get("read").unwrap().spec().parameters()["anyOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["const"].clone())
+                .collect::<Vec<_>>()
+        };
+        let same = narrow(&registry, CallFormat::Hermes, &ran, Some(&store), &tools);
+        assert_eq!(
+            left(&same),
+            vec![
+                json!({"source_id": "prices"}),
+                json!({"source_id": "prices", "version": "v1"})
+            ]
+        );
+        // Without the store, the arguments alone tell calls apart.
+        let apart = narrow(&registry, CallFormat::Hermes, &ran, None, &tools);
+        assert_eq!(left(&apart).len(), 3);
+    }
+
+    /// Every line a run's reads returned is ranked, however long the documents read
+    /// before: the third read of a run is where the fact often is.
+    #[test]
+    fn lines_of_a_later_read_are_seen_after_long_ones() {
+        let mut store = SourceStore::new();
+        let long: Vec<String> = (1..=60)
+            .map(|i| format!("Line {i} of the long one."))
+            .collect();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "LONG",
+                "v1",
+                true,
+                &long.join("\n"),
+            ))
+            .unwrap();
+        store
+            .insert(proviso_contract::SourceDocument::new(
+                "SHORT",
+                "v1",
+                true,
+                "The fact.",
+            ))
+            .unwrap();
+        let long = store.versions("LONG")[0].read_result();
+        let short = store.versions("SHORT")[0].read_result();
+        let seen = cited_lines(&[&long, &short], &store, false);
+        assert_eq!(seen.len(), 61);
+        assert!(seen.iter().any(|c| c["quote"] == "The fact."));
     }
 
     /// A call that timed out may be written once more (in a later step); one that timed out
@@ -2058,18 +2167,22 @@ Soup is served from noon.",
             &registry,
             CallFormat::Hermes,
             &[ran(1, late()), ran(1, late())],
+            None,
+            &[],
         );
         assert!(once.excluded.is_empty(), "{:?}", once.excluded);
         let twice = narrow(
             &registry,
             CallFormat::Hermes,
             &[ran(1, late()), ran(2, late())],
+            None,
+            &[],
         );
         assert_eq!(twice.excluded, vec![r#"read {"version":"v1"}"#]);
         let refused = ToolOutcome::Failed {
             failure: crate::ToolFailure::new("not_found", "no"),
         };
-        let failed = narrow(&registry, CallFormat::Hermes, &[ran(1, refused)]);
+        let failed = narrow(&registry, CallFormat::Hermes, &[ran(1, refused)], None, &[]);
         assert_eq!(failed.excluded, vec![r#"read {"version":"v1"}"#]);
         let answered = narrow(
             &registry,
@@ -2078,6 +2191,8 @@ Soup is served from noon.",
                 ran(1, late()),
                 ran(2, ToolOutcome::Ok { result: json!({}) }),
             ],
+            None,
+            &[],
         );
         assert_eq!(answered.excluded, vec![r#"read {"version":"v1"}"#]);
     }
