@@ -334,7 +334,7 @@ const RELATED: &[&[&str]] = &[
     &["cost", "price", "fee", "charge", "fine", "pay", "bill"],
     &["buy", "purchase"],
     &["start", "begin", "commence"],
-    &["finish", "conclude", "complete"],
+    &["finish", "conclude", "complete", "end"],
     &["shut", "close", "closed", "closing", "closure"],
     &["reopen", "reopening"],
     &["child", "children", "kid", "kids"],
@@ -3601,6 +3601,7 @@ mod tests {
         assert_eq!(stem("borrow"), stem("lent"));
         assert_eq!(stem("price"), stem("fees"));
         assert_eq!(stem("closed"), stem("shut"));
+        assert_eq!(stem("ends"), stem("finish"));
         assert_eq!(stem("paid"), stem("cost"));
         assert_ne!(stem("borrow"), stem("cost"));
         // A related word's longer forms meet it; a word that only shares its first letters
