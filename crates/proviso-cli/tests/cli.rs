@@ -627,7 +627,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("water", "dev", 20, 13, 0),
         ("water", "test", 20, 8, 2),
         ("museum", "dev", 20, 8, 1),
-        ("museum", "test", 20, 12, 2),
+        ("museum", "test", 20, 12, 1),
         // Written fresh at the end of session 37 the same way and split at random (seed
         // 37) before any result was read. First run, harness: dev 9 right and 3 wrong,
         // test 9 and 2; tuned on its dev half from session 38.
@@ -646,7 +646,7 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("insurance", "dev", 20, 14, 0),
         ("insurance", "test", 20, 11, 2),
         ("waste", "dev", 20, 11, 1),
-        ("waste", "test", 20, 10, 3),
+        ("waste", "test", 20, 10, 2),
         // Written fresh in session 40 the same way and split at random (seeds 42 and 43)
         // before any result was read. First run, harness: nursery dev 7 right and 4
         // wrong, test 11 and 1; energy dev 9 and 2, test 10 and 2. Tuned on their dev
@@ -654,7 +654,10 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("nursery", "dev", 20, 11, 3),
         ("nursery", "test", 20, 14, 2),
         ("energy", "dev", 20, 15, 0),
-        ("energy", "test", 20, 10, 2),
+        // Session 49: a word in common use but not everyday that no source states counts
+        // against the sources; it cost this half one right answer (asked in `bail`) and
+        // took four wrong answers out of the other test halves.
+        ("energy", "test", 20, 9, 2),
         // Written fresh in session 41 the same way and split at random (seeds 44 and 45)
         // before any result was read. First run, harness: gpsurgery dev 13 right and 0
         // wrong, test 12 and 1; bikeshare dev 6 and 3, test 9 and 4. Tuned on their dev
@@ -662,13 +665,13 @@ fn fresh_development_corpora_are_held_to_a_ratchet() {
         ("gpsurgery", "dev", 20, 16, 0),
         ("gpsurgery", "test", 20, 12, 1),
         ("bikeshare", "dev", 20, 12, 0),
-        ("bikeshare", "test", 20, 10, 3),
+        ("bikeshare", "test", 20, 10, 2),
         // Written fresh in session 42 the same way and split at random (seeds 46 and 47)
         // before any result was read. First run, harness: theatre dev 7 right and 1
         // wrong, test 8 and 4; drivingschool dev 8 and 4, test 6 and 1. Tuned on their
         // dev halves.
         ("theatre", "dev", 20, 9, 0),
-        ("theatre", "test", 20, 8, 4),
+        ("theatre", "test", 20, 8, 3),
         ("drivingschool", "dev", 20, 9, 3),
         ("drivingschool", "test", 20, 6, 1),
     ] {
@@ -716,10 +719,12 @@ fn unanswerable_probes_are_held_to_a_ratchet_of_wrong_answers() {
             // to use a meeting room?`) is the asker's own description, no longer a reason
             // to abstain, and the charity rate is answered. 11 since session 37: a word
             // rare in English that only a few lines state (`pottery` put in for `period`)
-            // must be stated by the answer or its source.
-            11,
+            // must be stated by the answer or its source. 9 since session 49: a word in
+            // common use but not everyday (`helicopter` put in for `laser`) that no source
+            // states counts against the sources, as a rare word does.
+            9,
         ),
-        ("corpora/probes/bank.json", None, 89, 11),
+        ("corpora/probes/bank.json", None, 89, 7),
     ] {
         let mut args = vec!["eval", "questions", "--harness", "--bank", bank];
         if let Some(docs) = docs {

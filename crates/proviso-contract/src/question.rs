@@ -18,13 +18,13 @@ use crate::lexicon::{
     abbreviates, age_ranges_in_months, amounts, amounts_with_units, base_form, common_words,
     content_stems, content_words, converse_stems, corrected, counts_people, counts_places,
     date_ranges, dates_held, days_per, days_stated, is_calendar_word, is_common_word, is_duration,
-    is_footnote_mark, is_function_word, is_heading, is_label, is_light_word, is_month_stem,
-    is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words, money_amounts,
-    names_month, names_season, party_ranges, place_nouns, reading, release_ranges, season_stems,
-    stated_age, stated_age_in_months, stated_dates, stated_lengths, stated_measures, stated_party,
-    stated_releases, stated_years, states_age, states_extent, states_location, states_money,
-    states_size, states_temperature, stem, times, unclipped, with_apostrophes, without_locators,
-    without_locators_but, words, year_ranges, Day, CURRENCY_SIGNS, NUMBER_WORDS,
+    is_everyday_word, is_footnote_mark, is_function_word, is_heading, is_label, is_light_word,
+    is_month_stem, is_weekday, is_year, length_ranges, locators, measure_ranges, measure_words,
+    money_amounts, names_month, names_season, party_ranges, place_nouns, reading, release_ranges,
+    season_stems, stated_age, stated_age_in_months, stated_dates, stated_lengths, stated_measures,
+    stated_party, stated_releases, stated_years, states_age, states_extent, states_location,
+    states_money, states_size, states_temperature, stem, times, unclipped, with_apostrophes,
+    without_locators, without_locators_but, words, year_ranges, Day, CURRENCY_SIGNS, NUMBER_WORDS,
 };
 use crate::rejection::{Location, Violation};
 
@@ -1847,10 +1847,10 @@ impl Question {
             .filter(|t| !common.contains(*t))
             .cloned()
             .collect();
-        // What is asked in a word no line of any source states, and not a common one
+        // What is asked in a word no line of any source states, and not an everyday one
         // (`violins` in "How many violins does the room hold?"): a line can share the rest
-        // of the question, but it cannot say this. A common word (`available`, `money`) may
-        // be answered in other words, so it is not held against the sources.
+        // of the question, but it cannot say this. An everyday word (`available`, `money`, `switching`) may be answered in
+        // other words, so it is not held against the sources ([`is_everyday_word`]).
         let redone = reading(question);
         // A misspelling (`peopel`) is not a rare word: one edit from a common word or a
         // word of the sources (`known`, which also reads clipped words), it is read as
@@ -1900,7 +1900,7 @@ impl Question {
                     })
                 };
                 (!written.iter().any(|w| {
-                    is_common_word(w)
+                    is_everyday_word(w)
                         || derived(w)
                         || LIMIT_ASKED.contains(&w.to_lowercase().as_str())
                 }))
@@ -6817,8 +6817,9 @@ mod tests {
         assert!(spans[0].ends_with("Park and Ride."), "{spans:?}");
     }
 
-    /// A rare word of what is asked that no source states (`karaoke`) leaves nothing to
-    /// answer with; a common one (`available`) may be said in other words.
+    /// A rare word of what is asked that no source states (`karaoke`, `helicopter`) leaves
+    /// nothing to answer with; an everyday one (`available`, `switching`) may be said in
+    /// other words.
     #[test]
     fn what_is_asked_in_a_rare_word_no_source_states_is_not_answered() {
         let store = store();
@@ -6836,6 +6837,18 @@ mod tests {
         );
         assert!(q.unheard.is_empty(), "{:?}", q.unheard);
         assert_eq!(q.misses(line), None);
+        // A word in common use but not everyday (`helicopter`) names a thing; an everyday
+        // word's less frequent form (`switching` of `switch`) may be said otherwise.
+        let q = Question::new(
+            "When did the DSMB of CALM-PREVENT hold its helicopter meeting?",
+            &store,
+        );
+        assert_eq!(q.unheard, ["helicopter"]);
+        let q = Question::new(
+            "When did the DSMB of CALM-PREVENT meet about switching?",
+            &store,
+        );
+        assert!(q.unheard.is_empty(), "{:?}", q.unheard);
         // A slip of the keyboard is the word meant, not a rare one.
         for question in [
             "When did the DSMB of CALM-PREVENT meet with the peopel?",
