@@ -252,21 +252,16 @@ pub(crate) fn narrow(
         let Some(store) = store.filter(|_| read_tools.iter().any(|r| r == name)) else {
             continue;
         };
-        let versions = read_versions(arguments, store);
-        let Some(all) = registry
+        // The other arguments that read the same versions (a read's arguments are few).
+        let all = registry
             .get(name)
             .and_then(|t| finite_arguments(t.spec().parameters(), FINITE_LIMIT))
-        else {
-            continue;
-        };
-        if versions.is_empty() {
-            continue;
-        }
-        for same in all {
-            if &same != arguments && read_versions(&same, store) == versions {
-                ran.push((name, same));
-            }
-        }
+            .unwrap_or_default();
+        ran.extend(
+            all.into_iter()
+                .filter(|a| a != arguments && same_read(a, arguments, store))
+                .map(|a| (name, a)),
+        );
     }
     let ran: Vec<(&str, &Map<String, Value>)> = ran.iter().map(|(n, a)| (*n, a)).collect();
     let mut narrowed = proviso_tools::steer::without_calls(registry, format, &ran);
@@ -365,14 +360,9 @@ fn next_read_where(
         // equals, the first, which is the order results named them in.
         let mut best: Option<(f64, Map<String, Value>)> = None;
         for arguments in all {
-            // A read of the version in force, named or not, is the same read.
-            let wanted = read_versions(&arguments, store);
-            let ran = executed.iter().any(|e| {
-                e.call.name() == name
-                    && (e.call.arguments() == &arguments
-                        || (!wanted.is_empty()
-                            && read_versions(e.call.arguments(), store) == wanted))
-            });
+            let ran = executed
+                .iter()
+                .any(|e| e.call.name() == name && same_read(e.call.arguments(), &arguments, store));
             if ran || !wanted_read(&arguments) {
                 continue;
             }
@@ -403,6 +393,16 @@ fn next_read_where(
         }
     }
     None
+}
+
+/// Whether reads with arguments `a` and `b` return the same lines: the same arguments, or
+/// the same versions of `store`'s sources (a read of the version in force, named or not).
+fn same_read(a: &Map<String, Value>, b: &Map<String, Value>, store: &SourceStore) -> bool {
+    if a == b {
+        return true;
+    }
+    let wanted = read_versions(a, store);
+    !wanted.is_empty() && read_versions(b, store) == wanted
 }
 
 /// The versions of sources a read's arguments name: each source its string values name,
@@ -2079,14 +2079,7 @@ Soup is served from noon.",
     /// ran, both leave the grammar, and a read of another source stays.
     #[test]
     fn a_read_of_the_version_in_force_named_or_not_is_one_read() {
-        let mut store = SourceStore::new();
-        for id in ["faq", "prices"] {
-            store
-                .insert(proviso_contract::SourceDocument::new(
-                    id, "v1", true, "A line.",
-                ))
-                .unwrap();
-        }
+        let store = store_of(&[("faq", "A line."), ("prices", "A line.")]);
         let registry = Registry::new(vec![proviso_tools::ToolSpec::new(
             "read",
             "Reads.",
@@ -2127,26 +2120,11 @@ Soup is served from noon.",
     /// before: the third read of a run is where the fact often is.
     #[test]
     fn lines_of_a_later_read_are_seen_after_long_ones() {
-        let mut store = SourceStore::new();
         let long: Vec<String> = (1..=60)
             .map(|i| format!("Line {i} of the long one."))
             .collect();
-        store
-            .insert(proviso_contract::SourceDocument::new(
-                "LONG",
-                "v1",
-                true,
-                &long.join("\n"),
-            ))
-            .unwrap();
-        store
-            .insert(proviso_contract::SourceDocument::new(
-                "SHORT",
-                "v1",
-                true,
-                "The fact.",
-            ))
-            .unwrap();
+        let long = long.join("\n");
+        let store = store_of(&[("LONG", &long), ("SHORT", "The fact.")]);
         let long = store.versions("LONG")[0].read_result();
         let short = store.versions("SHORT")[0].read_result();
         let seen = cited_lines(&[&long, &short], &store, false);
