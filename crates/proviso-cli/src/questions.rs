@@ -351,14 +351,16 @@ fn next_source<'a>(
     let mut named: Vec<&str> = Vec::new();
     for hit in found["results"].as_array().into_iter().flatten() {
         if let Some(source) = hit["source_id"].as_str() {
-            if !named.contains(&source) && asked.on_subject(source) {
+            if !named.contains(&source) {
                 named.push(source);
             }
         }
     }
     let mut best: Option<(f64, &str)> = None;
     for source in named {
-        let rank = asked.subject_in_title(source);
+        let Some(rank) = steer::read_rank(asked, source) else {
+            continue;
+        };
         if best.is_none_or(|(r, _)| rank > r) {
             best = Some((rank, source));
         }

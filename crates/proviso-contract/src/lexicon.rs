@@ -852,10 +852,22 @@ pub fn names_season(stems: &[String]) -> bool {
 /// a question may name the season where a text gives the date.
 #[must_use]
 pub fn season_stems(text: &str) -> Vec<String> {
+    let season = |month: usize| SEASONS[(month % 12) / 3];
     let mut seasons: Vec<&str> = stated_dates(text)
         .into_iter()
-        .map(|(_, month, _)| SEASONS[(month as usize % 12) / 3])
+        .map(|(_, month, _)| season(month as usize))
         .collect();
+    // A range of dates is in every season of the months it spans, past the year's end
+    // too: `from 1 October to 31 March` is the winter months.
+    for (from, to) in date_ranges(text) {
+        if let (Some((_, a, _)), Some((_, b, _))) = (from, to) {
+            let (a, b) = (a as usize, b as usize);
+            if (1..=12).contains(&a) && (1..=12).contains(&b) {
+                let span = (b + 12 - a) % 12;
+                seasons.extend((0..=span).map(|k| season((a - 1 + k) % 12 + 1)));
+            }
+        }
+    }
     seasons.sort_unstable();
     seasons.dedup();
     seasons.into_iter().map(stem).collect()
@@ -1001,6 +1013,9 @@ const IDIOMS: &[(&[&str], &str)] = &[
     (&["for", "good"], "permanently"),
     // "How do I get in touch?": how to contact.
     (&["get", "in", "touch"], "contact"),
+    // "How do I get hold of a ranger?": how to contact one.
+    (&["get", "hold", "of"], "contact"),
+    (&["get", "a", "hold", "of"], "contact"),
     // "What does it cost at the moment?": what applies now.
     (&["at", "the", "moment"], "currently"),
     (&["these", "days"], "currently"),
@@ -3590,6 +3605,10 @@ mod tests {
             ("When is the deposit paid back?", "We refund it in 14 days."),
             ("How do I get in touch?", "Contact us by phone."),
             (
+                "How do I get hold of the warden?",
+                "Contact the warden by email.",
+            ),
+            (
                 "Can I drop out of the course?",
                 "You may withdraw at any time.",
             ),
@@ -3732,6 +3751,12 @@ mod tests {
             season_stems("from 1 December to 28 February"),
             [stem("winter")]
         );
+        // A range is in every season of the months it spans, over the year's end too.
+        let spanned = season_stems("From 1 October to 31 March the gates close at 17:00.");
+        assert!(spanned.contains(&stem("winter")), "{spanned:?}");
+        let summer = season_stems("From 1 April to 30 September the gates close at 21:00.");
+        assert!(summer.contains(&stem("summer")), "{summer:?}");
+        assert!(!summer.contains(&stem("winter")), "{summer:?}");
         assert!(season_stems("You may bring a friend.").is_empty());
         // A compound one text hyphenates is the word another closes up; not a phrasal
         // verb's particle (`grown-up`), nor a long first word's own stem again.

@@ -690,8 +690,11 @@ impl Contact {
     /// line states by stating a contact of the form, under whatever key (`tel`, `pc`).
     fn naming_stems(self) -> Vec<String> {
         let named: &[&str] = match self {
-            Self::Email => &["email", "mail", "address"],
+            // `contact` is what a number or an address is for ("What number do I ring to
+            // get hold of a ranger?" reads `contact`).
+            Self::Email => &["email", "mail", "address", "contact"],
             Self::Phone => &[
+                "contact",
                 "phone",
                 "telephone",
                 "number",
@@ -8566,6 +8569,13 @@ mod natural_documents {
             .misses("Call the emergency line on 01632 960999.")
             .is_none());
         assert!(q.misses("The emergency line is open all night.").is_some());
+        // To get hold of someone is to contact them, which a number is for.
+        let q = Question::new("What number do I ring to get hold of a warden?", &store);
+        assert_eq!(
+            q.misses("Wardens can be reached on 01632 960 777 every day."),
+            None
+        );
+        assert!(q.misses("Wardens patrol every day.").is_some());
         let q = Question::new(
             "We cancel 30 days before the event. How much of the hire charge do we get back?",
             &store,

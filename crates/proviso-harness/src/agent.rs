@@ -972,7 +972,7 @@ impl Agent {
                     &steering.read_tools,
                     executed,
                     store,
-                    |s| asked.on_subject(s).then(|| asked.subject_in_title(s)),
+                    |s| steer::read_rank(asked, s),
                     asked.asks_earlier_version(),
                 );
                 if let Some((name, arguments)) = read {

@@ -22,7 +22,9 @@
 use std::collections::BTreeSet;
 
 use proviso_contract::lexicon::{content_stems, content_words};
-use proviso_contract::{AnswerKind, Claim, Contract, EvidencePolicy, Question, SourceStore};
+use proviso_contract::{
+    AnswerKind, Claim, Contract, EvidencePolicy, Question, SourceDocument, SourceStore,
+};
 use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -523,20 +525,34 @@ pub fn store_answers(question: &Question, store: &SourceStore) -> bool {
     store
         .documents()
         .filter(|d| d.in_force() || earlier)
-        .any(|d| {
-            // Every line, without the cap a run's observed lines have.
-            let lines: Vec<Value> = d
-                .lines()
-                .iter()
-                .enumerate()
-                .filter(|(_, text)| !text.trim().is_empty())
-                .map(|(i, text)| {
-                    json!({"quote": text, "source_id": d.source_id(), "version": d.version(),
-                        "line_start": i + 1, "line_end": i + 1})
-                })
-                .collect();
-            !rank_citations(&lines, question, store, 1).is_empty()
+        .any(|d| document_answers(question, store, d))
+}
+
+/// Whether a line of `document` is one [`rank_citations`] offers for `question`: every
+/// line, without the cap a run's observed lines have.
+fn document_answers(question: &Question, store: &SourceStore, document: &SourceDocument) -> bool {
+    let lines: Vec<Value> = document
+        .lines()
+        .iter()
+        .enumerate()
+        .filter(|(_, text)| !text.trim().is_empty())
+        .map(|(i, text)| {
+            json!({"quote": text, "source_id": document.source_id(), "version": document.version(),
+                "line_start": i + 1, "line_end": i + 1})
         })
+        .collect();
+    !rank_citations(&lines, question, store, 1).is_empty()
+}
+
+/// How much reading `source` whole may answer `question`, or `None` when it is not about
+/// the question's subject: the weight of the subject its title states (a source titled by
+/// the subject before one that mentions it in passing). One rule for the agent's next read
+/// and for the harness's measure of it.
+#[must_use]
+pub fn read_rank(question: &Question, source: &str) -> Option<f64> {
+    question
+        .on_subject(source)
+        .then(|| question.subject_in_title(source))
 }
 
 /// The lines `results` (tool results, in order) cite that `store` holds, as
