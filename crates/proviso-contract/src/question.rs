@@ -2629,6 +2629,13 @@ impl Question {
                     && !self.other_name(written, n)
                 || self.heads.get(n).is_some_and(|head| states_any(line, head))
                 || self.kinds.get(n).is_some_and(|kinds| {
+                    // A record speaks of its own row, which its first field names: one whose
+                    // other field has the thing's value (`ev_charger: rapid`) is another
+                    // thing of that kind, not a rule for all of them.
+                    let line = match record_fields(line) {
+                        Some(fields) => fields[0],
+                        _ => line,
+                    };
                     let written: Vec<String> =
                         words(line).iter().map(|w| w.to_lowercase()).collect();
                     kinds.iter().any(|k| {
@@ -8927,7 +8934,7 @@ mod natural_documents {
         let mut store = SourceStore::new();
         for (id, text) in [
             ("notice", "PLANNED WORK NOTICE\nReference: NW-31\nAffected area: Kelsford exchange (Millbank and Upper Tolley)\nContact: Network Operations\n\nWe are replacing the equipment at the exchange overnight, so that the network has more capacity for everyone in the town.\nBecause this is planned work we told you about early, we do not pay automatic compensation for these outages."),
-            ("roaming", "Roaming\nid: PT; country: Portugal; zone: 1; partner_network: Lusanet\nid: CH; country: Switzerland; zone: 2; partner_network: Alpenruf\nZone: Zone 1; Mobile 6GB: Roam Pass £2.25 a day; Mobile 40GB: Included\nZone: Zone 2; Mobile 6GB: Roam Pass £6.50 a day; Mobile 40GB: Roam Pass £6.50 a day"),
+            ("roaming", "Roaming\nid: PT; country: Portugal; zone: 1; partner_network: Lusanet\nid: CH; country: Switzerland; zone: 2; partner_network: Alpenruf\nid: ES; country: Spain; zone: 1; partner_network: Ibercom\nZone: Zone 1; Mobile 6GB: Roam Pass £2.25 a day; Mobile 40GB: Included\nZone: Zone 2; Mobile 6GB: Roam Pass £6.50 a day; Mobile 40GB: Roam Pass £6.50 a day"),
             ("plans", "Plans\n¹ Full Fibre 900 is not sold in Saltmere.\nThe fastest plan we can offer there is Full Fibre 500.\nYou must return your router within 30 days of your service ending.\nIf you do not, we charge £60.00."),
         ] {
             store
@@ -8949,6 +8956,9 @@ mod natural_documents {
         assert_eq!(q.kind(), AnswerKind::Quantity);
         assert!(q.names_stated(&zone1, "roaming"));
         assert!(!q.names_stated(&zone2, "roaming"));
+        // Another country's record in the same zone is about that country.
+        let spain = line(&store, "id: ES");
+        assert!(!q.names_stated(&spain, "roaming"));
         // `week` is the asker's length of stay, not what is asked.
         assert!(!q.beyond().contains(&stem("week")), "{:?}", q.beyond());
         let there = line(&store, "The fastest plan");
