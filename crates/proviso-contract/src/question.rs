@@ -2632,10 +2632,7 @@ impl Question {
                     // A record speaks of its own row, which its first field names: one whose
                     // other field has the thing's value (`ev_charger: rapid`) is another
                     // thing of that kind, not a rule for all of them.
-                    let line = match record_fields(line) {
-                        Some(fields) => fields[0],
-                        _ => line,
-                    };
+                    let line: &str = record_fields(line).map_or(line, |fields| fields[0]);
                     let written: Vec<String> =
                         words(line).iter().map(|w| w.to_lowercase()).collect();
                     kinds.iter().any(|k| {

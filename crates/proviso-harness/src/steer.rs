@@ -22,9 +22,7 @@
 use std::collections::BTreeSet;
 
 use proviso_contract::lexicon::{content_stems, content_words};
-use proviso_contract::{
-    AnswerKind, Claim, Contract, EvidencePolicy, Question, SourceDocument, SourceStore,
-};
+use proviso_contract::{AnswerKind, Claim, Contract, EvidencePolicy, Question, SourceStore};
 use proviso_tools::{finite_arguments, CallFormat, Registry, ToolChoice};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -525,23 +523,20 @@ pub fn store_answers(question: &Question, store: &SourceStore) -> bool {
     store
         .documents()
         .filter(|d| d.in_force() || earlier)
-        .any(|d| document_answers(question, store, d))
-}
-
-/// Whether a line of `document` is one [`rank_citations`] offers for `question`: every
-/// line, without the cap a run's observed lines have.
-fn document_answers(question: &Question, store: &SourceStore, document: &SourceDocument) -> bool {
-    let lines: Vec<Value> = document
-        .lines()
-        .iter()
-        .enumerate()
-        .filter(|(_, text)| !text.trim().is_empty())
-        .map(|(i, text)| {
-            json!({"quote": text, "source_id": document.source_id(), "version": document.version(),
-                "line_start": i + 1, "line_end": i + 1})
+        .any(|d| {
+            // Every line, without the cap a run's observed lines have.
+            let lines: Vec<Value> = d
+                .lines()
+                .iter()
+                .enumerate()
+                .filter(|(_, text)| !text.trim().is_empty())
+                .map(|(i, text)| {
+                    json!({"quote": text, "source_id": d.source_id(), "version": d.version(),
+                        "line_start": i + 1, "line_end": i + 1})
+                })
+                .collect();
+            !rank_citations(&lines, question, store, 1).is_empty()
         })
-        .collect();
-    !rank_citations(&lines, question, store, 1).is_empty()
 }
 
 /// How much reading `source` whole may answer `question`, or `None` when it is not about
@@ -687,9 +682,9 @@ impl Citable {
     }
 }
 
-/// Most answer spans offered per cited line. More than the ranked one: for "Which trial
-/// studies obstructive sleep apnea?" the ranked span of the synopsis leaves out the trial's
-/// id, which the model's choice among three keeps.
+/// Most answer spans offered per cited line. More than the ranked one: the ranked span may
+/// leave out the name a `which` question asks for (a synopsis without its trial's id),
+/// which the model's choice among a few keeps.
 const SPANS_PER_LINE: usize = 3;
 
 /// How a candidate line ranks before its score is compared, most telling first: it is of a
