@@ -141,6 +141,31 @@ impl SourceDocument {
         })
     }
 
+    /// What the document's heading says it applies to (`Applies to: Kettleby Wharf
+    /// Maritime Museum`, `Applies to Larkspan Server 3.2.x on Linux`): the places, products
+    /// or people every line of it is about, though few of them say so again.
+    #[must_use]
+    pub fn scope(&self) -> Option<String> {
+        self.title()?;
+        let scopes: Vec<&str> = self
+            .lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .skip(1)
+            .take_while(|l| !is_prose(l))
+            .filter_map(|l| {
+                let lower = l.to_lowercase();
+                let rest = SCOPE_OPENINGS
+                    .iter()
+                    .find_map(|opening| lower.strip_prefix(opening))?;
+                Some(l[l.len() - rest.len()..].trim_start_matches(':').trim())
+            })
+            .filter(|v| !v.is_empty())
+            .collect();
+        (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
     /// The source's id.
     #[must_use]
     pub fn source_id(&self) -> &str {
@@ -223,6 +248,16 @@ impl SourceDocument {
         Some(self.lines[start - 1..end].join("\n"))
     }
 }
+
+/// How a heading's line opens when it says whom or what the document applies to, with or
+/// without a colon.
+const SCOPE_OPENINGS: [&str; 5] = [
+    "applies to:",
+    "applies to ",
+    "applies only to ",
+    "affected:",
+    "scope:",
+];
 
 /// The keys of a header line that says what a memo, notice or letter is about.
 const SUBJECT_KEYS: [&str; 5] = ["subject", "re", "regarding", "topic", "title"];

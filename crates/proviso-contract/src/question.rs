@@ -1337,6 +1337,12 @@ impl Question {
             }
             if let Some(title) = d.about() {
                 entry.1.extend(content_stems(&title));
+                // What the heading says the document applies to names what each of its
+                // lines speaks of, as its title does.
+                let title = match d.scope() {
+                    Some(scope) => format!("{title} {scope}"),
+                    None => title,
+                };
                 titles.insert(
                     d.source_id().to_owned(),
                     unabbreviate(&title, &abbreviations).to_lowercase(),
@@ -8095,6 +8101,50 @@ mod natural_documents {
             let q = Question::new(question, &store);
             assert!(q.names_stated(&why, "notice"), "{question}");
         }
+    }
+
+    #[test]
+    fn what_a_heading_says_its_document_applies_to_is_named_by_each_line() {
+        let guide = SourceDocument::new(
+            "guide",
+            "v1",
+            true,
+            "Setting up Fernhollow Relay 4\nApplies to Fernhollow Relay 4.1 on Windows and macOS.\n\nThe relay keeps its settings in one file, which it reads again whenever the file changes on disk.\nSettings: C:\\ProgramData\\Relay\\relay.ini, read at start.",
+        );
+        assert_eq!(
+            guide.scope().as_deref(),
+            Some("Fernhollow Relay 4.1 on Windows and macOS.")
+        );
+        let notice = SourceDocument::new(
+            "notice",
+            "v1",
+            true,
+            "OPERATIONS NOTICE\nApplies to:  Brackwater Lido, Quay Road\n\nThe lido will stay shut while the boiler is replaced, which is expected to take about six weeks from the start of March.\nThe lido reopens on 14 April.",
+        );
+        assert_eq!(
+            notice.scope().as_deref(),
+            Some("Brackwater Lido, Quay Road")
+        );
+        // A document that says it in prose has no scope in its heading.
+        let prose = SourceDocument::new(
+            "policy",
+            "v1",
+            true,
+            "Expenses\nThis policy explains what we pay for when you travel, and it applies to every employee and contractor.\nApplies to: the board",
+        );
+        assert_eq!(prose.scope(), None);
+        let mut store = SourceStore::new();
+        for d in [guide, notice, prose] {
+            store.insert(d).unwrap();
+        }
+        let settings = line(&store, "Settings:");
+        let q = Question::new("Where does the relay keep its settings on Windows?", &store);
+        assert!(q.names_stated(&settings, "guide"));
+        let q = Question::new("Where does the relay keep its settings on Linux?", &store);
+        assert!(!q.names_stated(&settings, "guide"));
+        let reopens = line(&store, "The lido reopens");
+        let q = Question::new("When will Brackwater Lido open again?", &store);
+        assert!(q.names_stated(&reopens, "notice"));
     }
 
     #[test]
