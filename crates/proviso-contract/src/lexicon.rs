@@ -353,6 +353,8 @@ const RELATED: &[&[&str]] = &[
     &["borrow", "lend", "lent", "loan"],
     &["cost", "price", "fee", "charge", "fine", "pay", "bill"],
     &["buy", "purchase"],
+    &["theft", "steal", "stole", "stolen", "thief"],
+    &["bonfire", "burn", "burning"],
     &["start", "begin", "commence"],
     &["finish", "conclude", "complete", "end"],
     &["shut", "close", "closed", "closing", "closure"],
@@ -3642,6 +3644,8 @@ mod tests {
         assert_eq!(stem("closed"), stem("shut"));
         assert_eq!(stem("ends"), stem("finish"));
         assert_eq!(stem("paid"), stem("cost"));
+        assert_eq!(stem("burn"), stem("bonfires"));
+        assert_eq!(stem("stolen"), stem("theft"));
         assert_ne!(stem("borrow"), stem("cost"));
         // A related word's longer forms meet it; a word that only shares its first letters
         // does not, nor does a word whose own stem spells the group's first word.
