@@ -1031,6 +1031,9 @@ const IDIOMS: &[(&[&str], &str)] = &[
     (&["on", "my", "own"], "alone"),
     (&["on", "your", "own"], "alone"),
     (&["on", "our", "own"], "alone"),
+    // "Can we get dinner there?": what a price list calls an evening meal.
+    (&["evening", "meal"], "dinner"),
+    (&["evening", "meals"], "dinner"),
 ];
 
 /// Words that may stand between a phrasal verb and its particle (`pick it up`).
@@ -3613,6 +3616,10 @@ mod tests {
             (
                 "Can I drop out of the course?",
                 "You may withdraw at any time.",
+            ),
+            (
+                "Can we get dinner at the lodge?",
+                "Extra: Evening meal; Price: £12.",
             ),
         ] {
             let (a, b) = (content_stems(a), content_stems(b));
