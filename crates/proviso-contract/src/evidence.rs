@@ -116,12 +116,7 @@ impl SourceDocument {
     pub fn about(&self) -> Option<String> {
         let title = self.title()?;
         let subjects: Vec<&str> = self
-            .lines
-            .iter()
-            .map(|l| l.trim())
-            .filter(|l| !l.is_empty())
-            .skip(1)
-            .take_while(|l| !is_prose(l))
+            .heading_lines()
             .filter_map(|l| {
                 let (key, value) = l.split_once(':')?;
                 let key = key.trim().to_lowercase();
@@ -148,22 +143,29 @@ impl SourceDocument {
     pub fn scope(&self) -> Option<String> {
         self.title()?;
         let scopes: Vec<&str> = self
-            .lines
+            .heading_lines()
+            .filter_map(|l| {
+                // Compared on the line as written: lower-casing may change its length.
+                let opening = SCOPE_OPENINGS.iter().find(|opening| {
+                    l.get(..opening.len())
+                        .is_some_and(|head| head.eq_ignore_ascii_case(opening))
+                })?;
+                Some(l[opening.len()..].trim_start_matches(':').trim())
+            })
+            .filter(|v| !v.is_empty())
+            .collect();
+        (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
+    /// The lines of the document's heading after its title: those before its first
+    /// sentence of prose, trimmed, blank ones left out.
+    fn heading_lines(&self) -> impl Iterator<Item = &str> {
+        self.lines
             .iter()
             .map(|l| l.trim())
             .filter(|l| !l.is_empty())
             .skip(1)
             .take_while(|l| !is_prose(l))
-            .filter_map(|l| {
-                let lower = l.to_lowercase();
-                let rest = SCOPE_OPENINGS
-                    .iter()
-                    .find_map(|opening| lower.strip_prefix(opening))?;
-                Some(l[l.len() - rest.len()..].trim_start_matches(':').trim())
-            })
-            .filter(|v| !v.is_empty())
-            .collect();
-        (!scopes.is_empty()).then(|| scopes.join(" "))
     }
 
     /// The source's id.

@@ -8133,6 +8133,12 @@ mod natural_documents {
             "Expenses\nThis policy explains what we pay for when you travel, and it applies to every employee and contractor.\nApplies to: the board",
         );
         assert_eq!(prose.scope(), None);
+        // A letter whose lower case is longer than itself is read, not cut mid-character.
+        let dotted =
+            SourceDocument::new("dotted", "v1", true, "Notice\nApplies to İzmir and Ödemiş");
+        assert_eq!(dotted.scope().as_deref(), Some("İzmir and Ödemiş"));
+        let short = SourceDocument::new("short", "v1", true, "Notice\nApplİ");
+        assert_eq!(short.scope(), None);
         let mut store = SourceStore::new();
         for d in [guide, notice, prose] {
             store.insert(d).unwrap();
