@@ -8047,11 +8047,14 @@ mod natural_documents {
     }
 
     /// A store of one document in force, version `v1`.
+    /// `text` as version v1, in force, of `source`.
+    fn in_force(source: &str, text: &str) -> SourceDocument {
+        SourceDocument::new(source, "v1", true, text)
+    }
+
     fn one(source: &str, text: &str) -> SourceStore {
         let mut store = SourceStore::new();
-        store
-            .insert(SourceDocument::new(source, "v1", true, text))
-            .unwrap();
+        store.insert(in_force(source, text)).unwrap();
         store
     }
 
@@ -8073,22 +8076,14 @@ mod natural_documents {
 
     #[test]
     fn a_notices_subject_line_names_what_its_sentences_are_about() {
-        let notice = SourceDocument::new(
-            "notice",
-            "v1",
-            true,
-            "SERVICE NOTICE SN-12\nIssued: 4 May\nSubject: Closure of Eastgate Pool, Marbury\n\nThe pool will close from 1 June and reopen on 2 September, once the new filters have been fitted and tested by the contractor.\nThe closure is needed so that the filters can be replaced.",
+        let notice = in_force("notice", "SERVICE NOTICE SN-12\nIssued: 4 May\nSubject: Closure of Eastgate Pool, Marbury\n\nThe pool will close from 1 June and reopen on 2 September, once the new filters have been fitted and tested by the contractor.\nThe closure is needed so that the filters can be replaced.",
         );
         assert_eq!(
             notice.about().as_deref(),
             Some("SERVICE NOTICE SN-12 Closure of Eastgate Pool, Marbury")
         );
         // A `Subject:` line after the first sentence of prose is no header.
-        let late = SourceDocument::new(
-            "memo",
-            "v1",
-            true,
-            "Memo\nThe pool will close from 1 June and reopen on 2 September, once the new filters are in.\nSubject: filters",
+        let late = in_force("memo", "Memo\nThe pool will close from 1 June and reopen on 2 September, once the new filters are in.\nSubject: filters",
         );
         assert_eq!(late.about().as_deref(), Some("Memo"));
         let mut store = SourceStore::new();
@@ -8105,39 +8100,26 @@ mod natural_documents {
 
     #[test]
     fn what_a_heading_says_its_document_applies_to_is_named_by_each_line() {
-        let guide = SourceDocument::new(
-            "guide",
-            "v1",
-            true,
-            "Setting up Fernhollow Relay 4\nApplies to Fernhollow Relay 4.1 on Windows and macOS.\n\nThe relay keeps its settings in one file, which it reads again whenever the file changes on disk.\nSettings: C:\\ProgramData\\Relay\\relay.ini, read at start.",
+        let guide = in_force("guide", "Setting up Fernhollow Relay 4\nApplies to Fernhollow Relay 4.1 on Windows and macOS.\n\nThe relay keeps its settings in one file, which it reads again whenever the file changes on disk.\nSettings: C:\\ProgramData\\Relay\\relay.ini, read at start.",
         );
         assert_eq!(
             guide.scope().as_deref(),
             Some("Fernhollow Relay 4.1 on Windows and macOS.")
         );
-        let notice = SourceDocument::new(
-            "notice",
-            "v1",
-            true,
-            "OPERATIONS NOTICE\nApplies to:  Brackwater Lido, Quay Road\n\nThe lido will stay shut while the boiler is replaced, which is expected to take about six weeks from the start of March.\nThe lido reopens on 14 April.",
+        let notice = in_force("notice", "OPERATIONS NOTICE\nApplies to:  Brackwater Lido, Quay Road\n\nThe lido will stay shut while the boiler is replaced, which is expected to take about six weeks from the start of March.\nThe lido reopens on 14 April.",
         );
         assert_eq!(
             notice.scope().as_deref(),
             Some("Brackwater Lido, Quay Road")
         );
         // A document that says it in prose has no scope in its heading.
-        let prose = SourceDocument::new(
-            "policy",
-            "v1",
-            true,
-            "Expenses\nThis policy explains what we pay for when you travel, and it applies to every employee and contractor.\nApplies to: the board",
+        let prose = in_force("policy", "Expenses\nThis policy explains what we pay for when you travel, and it applies to every employee and contractor.\nApplies to: the board",
         );
         assert_eq!(prose.scope(), None);
         // A letter whose lower case is longer than itself is read, not cut mid-character.
-        let dotted =
-            SourceDocument::new("dotted", "v1", true, "Notice\nApplies to İzmir and Ödemiş");
+        let dotted = in_force("dotted", "Notice\nApplies to İzmir and Ödemiş");
         assert_eq!(dotted.scope().as_deref(), Some("İzmir and Ödemiş"));
-        let short = SourceDocument::new("short", "v1", true, "Notice\nApplİ");
+        let short = in_force("short", "Notice\nApplİ");
         assert_eq!(short.scope(), None);
         let mut store = SourceStore::new();
         for d in [guide, notice, prose] {
