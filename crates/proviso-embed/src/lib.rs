@@ -3,7 +3,7 @@
 //!
 //! The encoder is all-MiniLM-L6-v2 (a six-layer BERT trained for sentence similarity, 384
 //! dimensions), read from the `model.zip` its Python package ships (`config.json`,
-//! `tokenizer.json`, `model.safetensors`), run with candle. A text is encoded as text, mean
+//! `tokenizer.json`, `model.safetensors`), run with candle (the BERT layers in `bert`). A text is encoded as text, mean
 //! pooled over its tokens and normalised, so the dot product of two embeddings is their
 //! cosine. Embeddings are cached by text: a harness asks about the same lines again and again.
 
@@ -14,7 +14,9 @@ use std::sync::Mutex;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+
+mod bert;
+use bert::{Bert, Config};
 
 /// Most texts kept in the cache; past it the cache starts again (a server's queries would
 /// otherwise grow it without end).
@@ -68,11 +70,14 @@ pub enum EmbedError {
     /// The model failed.
     #[error("the encoder: {0}")]
     Model(#[from] candle_core::Error),
+    /// The model's configuration describes what the encoder does not run; it names the key.
+    #[error("the encoder's config.json: {0}")]
+    Config(String),
 }
 
 /// A sentence encoder with a cache of what it encoded.
 pub struct Encoder {
-    model: BertModel,
+    model: Bert,
     tokenizer: tokenizers::Tokenizer,
     cache: Mutex<HashMap<String, Vec<f32>>>,
     /// Whether the cache holds texts that its file ([`Encoder::save`]) does not.
@@ -94,6 +99,7 @@ impl Encoder {
     /// # Errors
     ///
     /// [`EmbedError::Archive`] when a member is missing or unreadable,
+    /// [`EmbedError::Config`] when its configuration is not one the encoder runs,
     /// [`EmbedError::Model`] when the weights do not fit the configuration.
     pub fn from_zip(path: &Path) -> Result<Self, EmbedError> {
         let bad = |detail: String| EmbedError::Archive {
@@ -112,8 +118,9 @@ impl Encoder {
                 .map_err(|e| bad(format!("{name}: {e}")))?;
             Ok(bytes)
         };
-        let config: Config = serde_json::from_slice(&member("config.json")?)
+        let config: serde_json::Value = serde_json::from_slice(&member("config.json")?)
             .map_err(|e| bad(format!("config.json: {e}")))?;
+        let config = Config::from_json(&config).map_err(EmbedError::Config)?;
         let mut tokenizer = tokenizers::Tokenizer::from_bytes(member("tokenizer.json")?)
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         tokenizer
@@ -125,7 +132,7 @@ impl Encoder {
         tokenizer.with_padding(Some(tokenizers::PaddingParams::default()));
         let weights = member("model.safetensors")?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)?;
-        let model = BertModel::load(vb, &config)?;
+        let model = Bert::load(vb, &config)?;
         Ok(Self {
             model,
             tokenizer,
@@ -254,7 +261,7 @@ impl Encoder {
         let ids = rows(&|e| e.get_ids())?;
         let types = rows(&|e| e.get_type_ids())?;
         let mask = rows(&|e| e.get_attention_mask())?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let hidden = self.model.forward(&ids, &types, &mask)?;
         // Mean over the text's own tokens (padding masked out), then unit length.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
