@@ -3,9 +3,9 @@
 //!
 //! The encoder is all-MiniLM-L6-v2 (a six-layer BERT trained for sentence similarity, 384
 //! dimensions), read from the `model.zip` its Python package ships (`config.json`,
-//! `tokenizer.json`, `model.safetensors`), run with candle (the BERT layers in `bert`). A text is encoded as text, mean
-//! pooled over its tokens and normalised, so the dot product of two embeddings is their
-//! cosine. Embeddings are cached by text: a harness asks about the same lines again and again.
+//! `tokenizer.json`, `model.safetensors`), its layers written in `bert` on candle's tensors.
+//! A text is encoded as text, mean pooled over its tokens and normalised, so the dot product
+//! of two embeddings is their cosine. Embeddings are cached by text: a harness asks about the same lines again and again.
 
 use std::collections::HashMap;
 use std::io::Read;
