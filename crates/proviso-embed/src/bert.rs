@@ -9,7 +9,7 @@ use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, Var
 use serde_json::Value;
 
 /// The architecture a `config.json` describes, as far as the encoder uses it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(crate) struct Config {
     vocab_size: usize,
     hidden_size: usize,
@@ -24,13 +24,17 @@ pub(crate) struct Config {
 impl Config {
     /// Reads a BERT `config.json`; an error names the key that is missing or unsupported.
     pub(crate) fn from_json(config: &Value) -> Result<Self, String> {
-        let size = |key: &str| -> Result<usize, String> {
-            config
-                .get(key)
-                .and_then(Value::as_u64)
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| format!("`{key}` is missing or not a whole number"))
+        // A key left out takes BERT's default where it has one; one given must be a size.
+        let size_or = |key: &str, default: Option<usize>| -> Result<usize, String> {
+            match config.get(key) {
+                None => default.ok_or_else(|| format!("`{key}` is missing")),
+                Some(value) => value
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| format!("`{key}` is not a whole number")),
+            }
         };
+        let size = |key: &str| size_or(key, None);
         // The reference's `gelu` is the exact (erf) form; a model trained with another
         // activation would be run wrongly, so it is refused.
         match config.get("hidden_act").and_then(Value::as_str) {
@@ -54,10 +58,7 @@ impl Config {
             num_attention_heads: size("num_attention_heads")?,
             intermediate_size: size("intermediate_size")?,
             max_position_embeddings: size("max_position_embeddings")?,
-            type_vocab_size: config
-                .get("type_vocab_size")
-                .and_then(Value::as_u64)
-                .map_or(Ok(2), |n| usize::try_from(n).map_err(|e| e.to_string()))?,
+            type_vocab_size: size_or("type_vocab_size", Some(2))?,
             layer_norm_eps: config
                 .get("layer_norm_eps")
                 .and_then(Value::as_f64)
