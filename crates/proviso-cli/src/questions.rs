@@ -304,7 +304,7 @@ pub(crate) fn harness(run: &Run<'_>) -> Result<()> {
                 let seen = observed
                     .iter()
                     .any(|c| c["quote"] == line.as_str() && c["source_id"] == doc.source_id());
-                let why = steer::refusal(&asked, doc.source_id(), line);
+                let why = steer::refusal(&asked, store, doc.source_id(), line);
                 fact_lines.push(
                     json!({"source": format!("{} {}", doc.source_id(), doc.version()),
                     "line": line, "seen": seen, "refused": why}),

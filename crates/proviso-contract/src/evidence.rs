@@ -325,10 +325,20 @@ fn is_prose(line: &str) -> bool {
     line.ends_with(['.', '!', '?']) && line.split_whitespace().count() > 12
 }
 
+/// How near in meaning lines are to a text (a sentence encoder's cosine, at most 1). The
+/// answer rules read words; this tells them when a line says what a text asks in other
+/// words (`a day ticket` for "a day pass"). It is a measure, never a gate: the steering
+/// may weigh it, the evidence and relevance gates do not read it.
+pub trait Nearness: Send + Sync + std::fmt::Debug {
+    /// One value per line, or `None` when it cannot tell (a model that failed).
+    fn nearness(&self, text: &str, lines: &[&str]) -> Option<Vec<f32>>;
+}
+
 /// Versioned source documents, keyed by source id and version.
 #[derive(Debug, Clone, Default)]
 pub struct SourceStore {
     documents: BTreeMap<String, Vec<SourceDocument>>,
+    nearness: OnceLock<std::sync::Arc<dyn Nearness>>,
 }
 
 impl SourceStore {
@@ -411,6 +421,22 @@ impl SourceStore {
             )?;
         }
         Ok(store)
+    }
+
+    /// Measures lines' nearness to a text with `nearness` from now on ([`SourceStore::nearness`]);
+    /// false, changing nothing, when the store already has a measure.
+    pub fn measure_with(&self, nearness: std::sync::Arc<dyn Nearness>) -> bool {
+        self.nearness.set(nearness).is_ok()
+    }
+
+    /// How near in meaning each of `lines` is to `text`, when the store was given a measure
+    /// ([`SourceStore::measure_with`]) and it could tell.
+    #[must_use]
+    pub fn nearness(&self, text: &str, lines: &[&str]) -> Option<Vec<f32>> {
+        self.nearness
+            .get()?
+            .nearness(text, lines)
+            .filter(|v| v.len() == lines.len())
     }
 
     /// Every document of every source (in no particular order).
@@ -771,6 +797,32 @@ fn normalize_number(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A measure that answers `values`, whatever it is asked.
+    #[derive(Debug)]
+    struct Answers(Option<Vec<f32>>);
+
+    impl Nearness for Answers {
+        fn nearness(&self, _text: &str, _lines: &[&str]) -> Option<Vec<f32>> {
+            self.0.clone()
+        }
+    }
+
+    /// A store measures nearness only once given a measure, keeps the first it is given,
+    /// and passes on only an answer with one value per line.
+    #[test]
+    fn a_store_measures_nearness_with_the_one_measure_it_was_given() {
+        let store = SourceStore::new();
+        assert_eq!(store.nearness("q", &["a"]), None);
+        assert!(store.measure_with(std::sync::Arc::new(Answers(Some(vec![0.25])))));
+        assert!(!store.measure_with(std::sync::Arc::new(Answers(Some(vec![0.9])))));
+        assert_eq!(store.nearness("q", &["a"]), Some(vec![0.25]));
+        // One value for two lines is no answer.
+        assert_eq!(store.nearness("q", &["a", "b"]), None);
+        let failing = SourceStore::new();
+        assert!(failing.measure_with(std::sync::Arc::new(Answers(None))));
+        assert_eq!(failing.nearness("q", &["a"]), None);
+    }
 
     #[test]
     fn a_line_belongs_to_the_section_its_nearest_heading_or_lead_in_opens() {

@@ -51,7 +51,7 @@ pub use calls::{judge_calls, CallKeys, ProposedCall, ToolCatalog};
 pub use code::Code;
 pub use contract::{Contract, ContractBuilder, DeclaredTool, Output, OutputKind, VersionCheck};
 pub use error::ContractError;
-pub use evidence::{Claim, EvidencePolicy, SourceDocument, SourceStore};
+pub use evidence::{Claim, EvidencePolicy, Nearness, SourceDocument, SourceStore};
 pub use intent::{Intent, IntentClass, ToolCall};
 pub use proviso_core::{Message, MessageToolCall, Role};
 pub use question::{abbreviations_of, unabbreviate, AnswerKind, Qualifier, Question};

@@ -281,6 +281,11 @@ impl DocsBase {
 
     /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
     pub fn rerank_with(&self, rerank: Arc<dyn crate::index::Rerank>) {
+        // The encoder's cosine also tells the answer rules which lines say what is asked
+        // in other words.
+        if let Some(nearness) = rerank.as_nearness() {
+            self.store.measure_with(nearness);
+        }
         self.index
             .rerank_with(rerank, |i| self.lines[i].text.as_str());
     }
@@ -1131,6 +1136,69 @@ mod tests {
             .collect();
         assert!(texts.contains(&"A slot is up to 2 hours."), "{texts:?}");
         assert!(!texts.contains(&"Sweep the floor after use."), "{texts:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A ranker whose scores are a measure of nearness (a sentence encoder's cosine),
+    /// scripted: every line scores `0.8`.
+    #[derive(Debug)]
+    struct Cosine;
+
+    impl crate::index::Rerank for Cosine {
+        fn scores(
+            &self,
+            _query: &str,
+            lines: &[&str],
+        ) -> Result<Vec<f32>, proviso_decode::EngineError> {
+            Ok(vec![0.8; lines.len()])
+        }
+
+        fn as_nearness(&self) -> Option<Arc<dyn proviso_contract::Nearness>> {
+            Some(Arc::new(CosineMeasure))
+        }
+    }
+
+    #[derive(Debug)]
+    struct CosineMeasure;
+
+    impl proviso_contract::Nearness for CosineMeasure {
+        fn nearness(&self, _text: &str, lines: &[&str]) -> Option<Vec<f32>> {
+            Some(vec![0.8; lines.len()])
+        }
+    }
+
+    /// A ranker whose scores are no measure of nearness (a query likelihood).
+    #[derive(Debug)]
+    struct Likelihood;
+
+    impl crate::index::Rerank for Likelihood {
+        fn scores(
+            &self,
+            _query: &str,
+            lines: &[&str],
+        ) -> Result<Vec<f32>, proviso_decode::EngineError> {
+            Ok(vec![-3.0; lines.len()])
+        }
+    }
+
+    /// Re-ranking with a sentence encoder also gives the answer rules its measure of
+    /// nearness, through the store the gates and the steering read; a ranker whose scores
+    /// measure something else gives none.
+    #[test]
+    fn an_encoders_ranker_gives_the_store_its_measure_of_nearness() {
+        let dir = written_docs(
+            "nearness",
+            &[("rules.txt", "Rules\nA slot is up to 2 hours.\n")],
+        );
+        let base = DocsBase::load(&dir).unwrap();
+        assert_eq!(base.store().nearness("how long?", &["A slot"]), None);
+        base.rerank_with(Arc::new(Likelihood));
+        assert_eq!(base.store().nearness("how long?", &["A slot"]), None);
+        base.rerank_with(Arc::new(Cosine));
+        assert_eq!(
+            base.store().nearness("how long?", &["A slot"]),
+            Some(vec![0.8])
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -44,6 +44,14 @@ pub trait Rerank: Send + Sync + std::fmt::Debug {
     fn prepare(&self, _lines: &[&str]) -> Result<(), EngineError> {
         Ok(())
     }
+
+    /// Its scores as a measure of how near a line is to a text, for the answer rules to
+    /// weigh ([`proviso_contract::SourceStore::measure_with`]), when they are one: a
+    /// sentence encoder's cosine is, a language model's query likelihood (which grows
+    /// with the query's length) is not.
+    fn as_nearness(&self) -> Option<Arc<dyn proviso_contract::Nearness>> {
+        None
+    }
 }
 
 /// Semantic retrieval: a sentence encoder's cosine between the query and each line
@@ -79,6 +87,16 @@ impl Rerank for Semantic {
             .embed(lines)
             .map(drop)
             .map_err(|e| EngineError::Runtime(e.to_string()))
+    }
+
+    fn as_nearness(&self) -> Option<Arc<dyn proviso_contract::Nearness>> {
+        Some(Arc::new(self.clone()))
+    }
+}
+
+impl proviso_contract::Nearness for Semantic {
+    fn nearness(&self, text: &str, lines: &[&str]) -> Option<Vec<f32>> {
+        self.encoder.similarities(text, lines).ok()
     }
 }
 
