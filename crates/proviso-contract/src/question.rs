@@ -6608,6 +6608,40 @@ mod tests {
             .is_empty());
     }
 
+    /// A measure of nearness that finds every line as near as can be.
+    #[derive(Debug)]
+    struct AllNear;
+
+    impl crate::evidence::Nearness for AllNear {
+        fn nearness(&self, _text: &str, lines: &[&str]) -> Option<Vec<f32>> {
+            Some(vec![1.0; lines.len()])
+        }
+    }
+
+    /// Nearness is the steering's measure, never the gate's: with a measure that finds
+    /// every line as near as can be, the rule judges as it does without one.
+    #[test]
+    fn the_relevance_rule_reads_no_measure_of_nearness() {
+        let plain = store();
+        let measured = store();
+        assert!(measured.measure_with(std::sync::Arc::new(AllNear)));
+        let asked = "What is given in Arm A of the lumeditan study?";
+        let off = "It has enrolled 635 participants across 48 sites, with 212 in Arm A: calpetrant 70 mg, 208 in Arm B: calpetrant 140 mg and 215 in Arm C: placebo.";
+        let judged = |store: &SourceStore, text: &str, cited: &[(&str, &str, &str)]| {
+            Question::new(asked, store)
+                .judge(text, cited, store, "/citations")
+                .iter()
+                .map(|v| (v.code.clone(), v.message.clone()))
+                .collect::<Vec<_>>()
+        };
+        let off_cited = [("CAL", "v1", off)];
+        let rejected = judged(&measured, off, &off_cited);
+        assert!(rejected.iter().any(|(c, _)| *c == Code::OffQuestion));
+        assert_eq!(rejected, judged(&plain, off, &off_cited));
+        let on_cited = [("LUM", "v1", "Arm A: lumeditan 5 mg; enrolled: 96.")];
+        assert!(judged(&measured, "Arm A: lumeditan 5 mg", &on_cited).is_empty());
+    }
+
     /// The rule accepts the span the steering offered of the line it quotes: a record's
     /// field is judged with the row its record names, as it was when it was offered.
     #[test]

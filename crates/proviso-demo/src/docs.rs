@@ -1154,14 +1154,11 @@ mod tests {
         }
 
         fn as_nearness(&self) -> Option<Arc<dyn proviso_contract::Nearness>> {
-            Some(Arc::new(CosineMeasure))
+            Some(Arc::new(Cosine))
         }
     }
 
-    #[derive(Debug)]
-    struct CosineMeasure;
-
-    impl proviso_contract::Nearness for CosineMeasure {
+    impl proviso_contract::Nearness for Cosine {
         fn nearness(&self, _text: &str, lines: &[&str]) -> Option<Vec<f32>> {
             Some(vec![0.8; lines.len()])
         }

@@ -96,7 +96,10 @@ impl Rerank for Semantic {
 
 impl proviso_contract::Nearness for Semantic {
     fn nearness(&self, text: &str, lines: &[&str]) -> Option<Vec<f32>> {
-        self.encoder.similarities(text, lines).ok()
+        self.encoder
+            .similarities(text, lines)
+            .map_err(|e| tracing::warn!(error = %e, "measuring nearness failed; words alone judge"))
+            .ok()
     }
 }
 
