@@ -43,10 +43,6 @@ const MAX_CANDIDATES: usize = 4096;
 /// words ([`rank_citations`]). Chosen on the development sets (0.5 and 0.55 let in lines
 /// that answer something else; 0.6 let in none).
 const NEAR: f32 = 0.6;
-/// How much a line's length against the other candidates' divides its score
-/// ([`rank_citations`]; BM25's `b`). Chosen on the development sets: 0.2 and 0.6 lost right
-/// answers, 0.4 added a wrong one.
-const LENGTH_WEIGHT: f64 = 0.3;
 
 /// How the harness narrows each step's grammar from the run's state. Every rule is on by
 /// default except `evidence_tools`, which names the agent's own tools.
@@ -890,19 +886,6 @@ pub fn rank_citations(
     }
     if scored.is_empty() {
         return Vec::new();
-    }
-    // A long line shares more of the question's words by being long (a notice's heading
-    // that names the closure, its dates and the place, over `We expect … to restart on Sat
-    // 22 March`): as BM25 does, a line's score is divided in part by its length against
-    // the candidates' average.
-    let words = |c: &Citable| {
-        c.citation["quote"]
-            .as_str()
-            .map_or(0, |q| q.split_whitespace().count()) as f64
-    };
-    let average = scored.iter().map(|x| words(&x.3)).sum::<f64>() / scored.len() as f64;
-    for (_, score, _, c) in &mut scored {
-        *score /= 1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * words(c) / average.max(1.0);
     }
     // Among lines that share as much, the shorter says it with less else around it (a
     // sentence before a list of a branch's facilities); then the first found.
@@ -1880,22 +1863,6 @@ Soup is served from noon.",
         assert!(store.measure_with(Arc::new(Near(0.9))));
         let question = Question::new(asked, &store);
         assert!(rank_citations(&observed(&store, "LOANS"), &question, &store, 1).is_empty());
-    }
-
-    /// A long line that shares one more of the question's words by saying much else does
-    /// not outrank a short one that says what is asked: a line's score is divided in part
-    /// by its length ([`LENGTH_WEIGHT`]).
-    #[test]
-    fn a_long_line_does_not_outrank_a_short_one_by_its_length() {
-        let short = "On Sundays the Elmbrook pool opens at 09:00.";
-        let long = "On Sundays the Elmbrook pool opens at 09:00 for lane swimming, while the gym opens at 08:00, the sauna at 10:00 and the cafe at 09:30 for the time being.";
-        let store = store_of(&[(
-            "HOURS",
-            &format!("Opening hours at Elmbrook\n{short}\n{long}"),
-        )]);
-        let question = Question::new("What time does the Elmbrook pool open on Sundays?", &store);
-        let ranked = rank_citations(&observed(&store, "HOURS"), &question, &store, 2);
-        assert_eq!(ranked[0].citation["quote"], short, "{ranked:?}");
     }
 
     /// A record's field is not offered when its record's other lines say it is for another
