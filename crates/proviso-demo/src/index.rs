@@ -256,6 +256,21 @@ impl TextIndex {
         }
     }
 
+    /// [`TextIndex::rerank_with`] for the lines of `store`, which also gets the ranker's
+    /// measure of nearness when its scores are one ([`Rerank::as_nearness`]): an encoder's
+    /// cosine then also tells the answer rules which lines say what is asked in other words.
+    pub fn rerank_sources<'a>(
+        &self,
+        store: &proviso_contract::SourceStore,
+        rerank: Arc<dyn Rerank>,
+        text: impl Fn(usize) -> &'a str,
+    ) {
+        if let Some(nearness) = rerank.as_nearness() {
+            store.measure_with(nearness);
+        }
+        self.rerank_with(rerank, text);
+    }
+
     /// The best `limit` documents for `query` among those `keep` accepts: BM25's order, or,
     /// with a re-ranker, BM25's best [`RERANK_POOL`] re-ordered by reciprocal-rank fusion of
     /// BM25's order and the re-ranker's (ties keep BM25's order). `text` gives a document's

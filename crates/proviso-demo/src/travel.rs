@@ -103,13 +103,8 @@ impl PolicyBase {
 
     /// Re-ranks every later search's best lines with `rerank` ([`TextIndex::search_where`]).
     pub fn rerank_with(&self, rerank: std::sync::Arc<dyn crate::index::Rerank>) {
-        // The encoder's cosine also tells the answer rules which lines say what is asked
-        // in other words.
-        if let Some(nearness) = rerank.as_nearness() {
-            self.store.measure_with(nearness);
-        }
         self.index
-            .rerank_with(rerank, |i| self.lines[i].text.as_str());
+            .rerank_sources(&self.store, rerank, |i| self.lines[i].text.as_str());
     }
 
     /// Ranked lines for `query` ([`TextIndex::search_versions`]: the version in force

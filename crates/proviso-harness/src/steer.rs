@@ -748,19 +748,13 @@ pub fn rank_citations(
     // lumeditan's taste in a document about lumeditan.
     let subject = subject_stems(question);
     let kind_of = Question::text_asks_kind_of(question.text());
-    let quotes: Vec<&str> = candidates
-        .iter()
-        .map(|c| c.get("quote").and_then(Value::as_str).unwrap_or(""))
-        .collect();
-    let near = store.nearness(question.text(), &quotes);
     let mut scored: Vec<(RankKey, f64, usize, Citable)> = Vec::new();
     for (i, (c, stems)) in candidates.iter().zip(&lines).enumerate() {
         let source = c.get("source_id").and_then(Value::as_str).unwrap_or("");
         let version = c.get("version").and_then(Value::as_str).unwrap_or("");
-        let quote = quotes[i];
-        let close = near.as_ref().map(|n| n[i]);
+        let quote = c.get("quote").and_then(Value::as_str).unwrap_or("");
         let Ok((shared, mut spans)) =
-            assess(question, &distinct, stems, &subject, source, quote, close)
+            assess(question, &distinct, stems, &subject, source, quote, store)
         else {
             continue;
         };
@@ -1002,7 +996,7 @@ fn assess<'a>(
     subject: &[String],
     source: &str,
     quote: &str,
-    near: Option<f32>,
+    store: &SourceStore,
 ) -> Result<(Vec<&'a String>, Vec<String>), String> {
     if !question.on_subject(source) {
         return Err(format!("`{source}` is not about the question's subject"));
@@ -1061,10 +1055,13 @@ fn assess<'a>(
     // A line that says the rest in other words (`Rooms can be booked … up to 60 days in
     // advance` for "how far ahead can I reserve a meeting room?") shares it in meaning: a
     // line near the question counts as sharing one more word, never the only one.
-    let close = near.is_some_and(|n| n >= NEAR);
-    if shared.iter().filter(|t| !typed(t)).count() + question.held(quote) + usize::from(close)
-        < needed
-    {
+    // Measured only where it can decide: a line one word short that shares some.
+    let sharing = shared.iter().filter(|t| !typed(t)).count() + question.held(quote);
+    let near = (sharing > 0 && sharing + 1 == needed)
+        .then(|| store.nearness(question.text(), &[quote]))
+        .flatten()
+        .and_then(|n| n.first().copied());
+    if sharing + usize::from(near.is_some_and(|n| n >= NEAR)) < needed {
         return Err(format!(
             "it shares too few of the question's words ({}{})",
             shared.len(),
@@ -1099,7 +1096,7 @@ pub fn refusal(
         &subject_stems(question),
         source,
         quote,
-        store.nearness(question.text(), &[quote]).map(|n| n[0]),
+        store,
     )
     .err()
 }
